@@ -1,0 +1,268 @@
+"""Topology document, version 1: the JSON form of :class:`~pytest_opid.topology.Topology`.
+
+The format is the one the Flink golden cases use (see the README's "Topology documents"). Loading
+is strict: an unknown key, a wrong type or an unknown enum value is an error that names the node
+or edge at fault, because a typo silently replaced by a default would change OperatorIDs without
+anyone noticing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_opid.errors import DocumentError, TopologyError
+from pytest_opid.topology import (
+    ChainingStrategy,
+    Edge,
+    ExchangeMode,
+    Operator,
+    Partitioner,
+    SourceKind,
+    Topology,
+)
+
+__all__ = ["dump_document", "load_document", "read_json", "topology_from_document"]
+
+VERSION = 1
+
+_NODE_KEYS = {
+    "id",
+    "name",
+    "parallelism",
+    "max_parallelism",
+    "slot_sharing_group",
+    "chaining_strategy",
+    "uid",
+    "uid_hash",
+    "source",
+    "yielding",
+}
+_EDGE_KEYS = {"source", "target", "partitioner", "type_number", "exchange_mode"}
+_TOP_KEYS = {"version", "chaining_enabled", "chain_different_max_parallelism", "nodes", "edges"}
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Read a JSON file, turning every way it can fail into a :class:`DocumentError` that
+    names the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DocumentError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DocumentError(f"{path}: cannot read: {exc}") from None
+    if not text.strip():
+        raise DocumentError(f"{path}: the file is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except RecursionError:
+        raise DocumentError(f"{path}: JSON nested too deeply") from None
+
+
+def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topology:
+    """A topology from a document given as a mapping or a path to a JSON file."""
+    if isinstance(source, Mapping):
+        return topology_from_document(source)
+    data = read_json(source)
+    try:
+        return topology_from_document(data)
+    except (DocumentError, TopologyError) as exc:
+        raise type(exc)(f"{source}: {exc}") from None
+
+
+def topology_from_document(doc: Any) -> Topology:
+    """Validate a parsed document and build the :class:`Topology` it describes."""
+    if not isinstance(doc, Mapping):
+        raise DocumentError(
+            f"a topology document is a JSON object with 'nodes' and 'edges', "
+            f"got {_json_type(doc)}"
+        )
+    _reject_unknown(doc, _TOP_KEYS, "the document")
+    version = doc.get("version", VERSION)
+    if version != VERSION:
+        raise DocumentError(f"unsupported topology document version {version!r} (expected 1)")
+    for key in ("nodes", "edges"):
+        if key not in doc:
+            raise DocumentError(f"the document has no {key!r} list")
+        if not isinstance(doc[key], list):
+            raise DocumentError(f"{key!r} must be a list, got {_json_type(doc[key])}")
+    operators = [_operator(node, i) for i, node in enumerate(doc["nodes"])]
+    edges = [_edge(edge, i) for i, edge in enumerate(doc["edges"])]
+    return Topology(
+        operators,
+        edges,
+        chaining_enabled=_flag(doc, "chaining_enabled", "the document"),
+        chain_different_max_parallelism=_flag(
+            doc, "chain_different_max_parallelism", "the document"
+        ),
+    )
+
+
+def dump_document(topology: Topology) -> dict[str, Any]:
+    """The document of a topology, every key spelled out (the golden cases' form)."""
+    return {
+        "chaining_enabled": topology.chaining_enabled,
+        "chain_different_max_parallelism": topology.chain_different_max_parallelism,
+        "nodes": [
+            {
+                "id": op.id,
+                "name": op.name,
+                "parallelism": op.parallelism,
+                "max_parallelism": op.max_parallelism,
+                "slot_sharing_group": op.slot_sharing_group,
+                "chaining_strategy": _value(op.chaining_strategy),
+                "uid": op.uid,
+                "uid_hash": op.uid_hash,
+                "source": _value(op.source),
+                "yielding": op.yielding,
+            }
+            for op in topology.operators
+        ],
+        "edges": [
+            {
+                "source": e.source,
+                "target": e.target,
+                "partitioner": e.partitioner.value,
+                "type_number": e.type_number,
+                "exchange_mode": e.exchange_mode.value,
+            }
+            for e in topology.edges
+        ],
+    }
+
+
+# -- parsing helpers ----------------------------------------------------------------------------
+
+
+def _operator(node: Any, position: int) -> Operator:
+    where = f"node #{position}"
+    if not isinstance(node, Mapping):
+        raise DocumentError(f"{where} must be a JSON object, got {_json_type(node)}")
+    if "id" in node:
+        where = f"node {node['id']!r} (#{position})"
+    _reject_unknown(node, _NODE_KEYS, where)
+    for key in ("id", "name"):
+        if key not in node:
+            raise DocumentError(f"{where} has no {key!r}")
+    return Operator(
+        id=_int(node, "id", where),
+        name=_str(node, "name", where),
+        parallelism=_int(node, "parallelism", where, -1),
+        max_parallelism=_int(node, "max_parallelism", where, -1),
+        slot_sharing_group=_str(node, "slot_sharing_group", where, "default", nullable=True),
+        chaining_strategy=_enum(node, "chaining_strategy", where, ChainingStrategy, "ALWAYS"),
+        uid=_str(node, "uid", where, None, nullable=True),
+        uid_hash=_str(node, "uid_hash", where, None, nullable=True),
+        source=_enum(node, "source", where, SourceKind, None),
+        yielding=_flag(node, "yielding", where, False),
+    )
+
+
+def _edge(edge: Any, position: int) -> Edge:
+    where = f"edge #{position}"
+    if not isinstance(edge, Mapping):
+        raise DocumentError(f"{where} must be a JSON object, got {_json_type(edge)}")
+    if "source" in edge and "target" in edge:
+        where = f"edge #{position} ({edge['source']!r} -> {edge['target']!r})"
+    _reject_unknown(edge, _EDGE_KEYS, where)
+    for key in ("source", "target"):
+        if key not in edge:
+            raise DocumentError(f"{where} has no {key!r}")
+    return Edge(
+        source=_int(edge, "source", where),
+        target=_int(edge, "target", where),
+        partitioner=_enum(edge, "partitioner", where, Partitioner, "FORWARD", nullable=False),
+        type_number=_int(edge, "type_number", where, 0),
+        exchange_mode=_enum(edge, "exchange_mode", where, ExchangeMode, "UNDEFINED", nullable=False),
+    )
+
+
+_MISSING = object()
+
+
+def _int(obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> int:
+    value = obj.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DocumentError(f"{where}: {key!r} must be an integer, got {_json_repr(value)}")
+    return value
+
+
+def _str(
+    obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING, nullable: bool = False
+) -> Any:
+    value = obj.get(key, default)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        raise DocumentError(f"{where}: {key!r} must be a string, got {_json_repr(value)}")
+    return value
+
+
+def _flag(obj: Mapping[str, Any], key: str, where: str, default: bool = True) -> bool:
+    value = obj.get(key, default)
+    if not isinstance(value, bool):
+        raise DocumentError(f"{where}: {key!r} must be true or false, got {_json_repr(value)}")
+    return value
+
+
+def _enum(
+    obj: Mapping[str, Any],
+    key: str,
+    where: str,
+    kind: type[enum.Enum],
+    default: str | None,
+    nullable: bool = True,
+) -> Any:
+    value = obj.get(key, default)
+    if value is None and nullable:
+        return None
+    try:
+        return kind(value)
+    except (ValueError, TypeError):
+        allowed = ", ".join(m.value for m in kind)
+        raise DocumentError(
+            f"{where}: unknown {key} {_json_repr(value)} (expected one of {allowed}"
+            f"{' or null' if nullable else ''})"
+        ) from None
+
+
+def _reject_unknown(obj: Mapping[str, Any], known: set[str], where: str) -> None:
+    unknown = [k for k in obj if k not in known]
+    if unknown:
+        raise DocumentError(
+            f"{where}: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(known))})"
+        )
+
+
+def _value(member: enum.Enum | None) -> Any:
+    return None if member is None else member.value
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    for kind, name in names.items():
+        if isinstance(value, kind):
+            return name
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return type(value).__name__
+
+
+def _json_repr(value: Any) -> str:
+    if value is _MISSING:
+        return "nothing"
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,308 @@
+"""The topology model: operators, edges and the graph-wide switches Flink consults.
+
+A :class:`Topology` is the engine-neutral picture of a job that every frontend (topology
+documents, the fluent builder, Flink plans, PySpark) produces and that the hasher and the chaining
+rules consume. It holds exactly the attributes that decide an OperatorID or a chain in Flink 2.3,
+nothing more, so two topologies that compare equal get the same fingerprint.
+
+Order is part of the model: a node's inputs are its incoming edges in list order and its outputs
+its outgoing edges in list order, because Flink's breadth-first walk and its input folding both
+depend on them.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from pytest_opid.errors import TopologyError
+
+__all__ = [
+    "ChainingStrategy",
+    "Edge",
+    "ExchangeMode",
+    "Operator",
+    "Partitioner",
+    "SourceKind",
+    "Topology",
+]
+
+#: Flink's ``setUidHash`` accepts exactly 32 hex digits.
+_UID_HASH = re.compile(r"[0-9A-Fa-f]{32}")
+
+
+class Partitioner(enum.Enum):
+    """How records travel along an edge (Flink's ``StreamPartitioner`` classes)."""
+
+    FORWARD = "FORWARD"
+    HASH = "HASH"
+    REBALANCE = "REBALANCE"
+    RESCALE = "RESCALE"
+    SHUFFLE = "SHUFFLE"
+    BROADCAST = "BROADCAST"
+    GLOBAL = "GLOBAL"
+    CUSTOM = "CUSTOM"
+
+
+class ChainingStrategy(enum.Enum):
+    """Flink's ``ChainingStrategy`` of an operator factory."""
+
+    ALWAYS = "ALWAYS"
+    HEAD = "HEAD"
+    NEVER = "NEVER"
+    HEAD_WITH_SOURCES = "HEAD_WITH_SOURCES"
+
+
+class ExchangeMode(enum.Enum):
+    """Flink's ``StreamExchangeMode`` of an edge; only ``BATCH`` prevents chaining."""
+
+    UNDEFINED = "UNDEFINED"
+    PIPELINED = "PIPELINED"
+    BATCH = "BATCH"
+    HYBRID_FULL = "HYBRID_FULL"
+    HYBRID_SELECTIVE = "HYBRID_SELECTIVE"
+
+
+class SourceKind(enum.Enum):
+    """Which kind of source an operator is, where Flink's chaining rules care."""
+
+    NEW = "new"  #: a FLIP-27 ``SourceOperatorFactory``
+    LEGACY = "legacy"  #: a ``SourceFunction`` wrapped in a ``StreamSource``
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One node of the stream graph (Flink's ``StreamNode``).
+
+    ``chaining_strategy`` is ``None`` for a node without an operator factory, which Flink never
+    chains. ``uid`` pins the OperatorID (``uid()``); ``uid_hash`` is the user-defined ID given
+    to ``setUidHash()``, which Flink uses to restore state saved under that ID.
+    """
+
+    id: int
+    name: str
+    parallelism: int = -1
+    max_parallelism: int = -1
+    slot_sharing_group: str | None = "default"
+    chaining_strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS
+    uid: str | None = None
+    uid_hash: str | None = None
+    source: SourceKind | None = None
+    yielding: bool = False
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge of the stream graph (Flink's ``StreamEdge``).
+
+    ``type_number`` is the input position: 0 for a one-input operator, 1 and 2 for the two
+    inputs of a two-input operator.
+    """
+
+    source: int
+    target: int
+    partitioner: Partitioner = Partitioner.FORWARD
+    type_number: int = 0
+    exchange_mode: ExchangeMode = ExchangeMode.UNDEFINED
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A validated, immutable stream graph.
+
+    Construction validates everything a fingerprint relies on (unique ids and uids, edges that
+    name existing operators, no cycles, well-formed values) and raises :class:`TopologyError`
+    naming the culprit, so later stages never see a half-valid graph.
+    """
+
+    operators: tuple[Operator, ...]
+    edges: tuple[Edge, ...]
+    chaining_enabled: bool = True
+    chain_different_max_parallelism: bool = True
+    _index: dict[int, int] = field(init=False, repr=False, compare=False)
+
+    def __init__(
+        self,
+        operators: Iterable[Operator],
+        edges: Iterable[Edge],
+        chaining_enabled: bool = True,
+        chain_different_max_parallelism: bool = True,
+    ) -> None:
+        object.__setattr__(self, "operators", tuple(operators))
+        object.__setattr__(self, "edges", tuple(edges))
+        object.__setattr__(self, "chaining_enabled", chaining_enabled)
+        object.__setattr__(self, "chain_different_max_parallelism", chain_different_max_parallelism)
+        object.__setattr__(self, "_index", {})
+        self._validate()
+
+    # -- structure -------------------------------------------------------------------------
+
+    def index_of(self, node_id: int) -> int:
+        """Position of the operator with ``node_id`` in :attr:`operators`."""
+        try:
+            return self._index[node_id]
+        except KeyError:
+            raise TopologyError(f"no operator with id {node_id!r}") from None
+
+    def operator(self, node_id: int) -> Operator:
+        return self.operators[self.index_of(node_id)]
+
+    @cached_property
+    def out_edges(self) -> tuple[tuple[int, ...], ...]:
+        """For each operator position, the positions of its outgoing edges, in edge order."""
+        return self._adjacency(lambda e: e.source)
+
+    @cached_property
+    def in_edges(self) -> tuple[tuple[int, ...], ...]:
+        """For each operator position, the positions of its incoming edges, in edge order."""
+        return self._adjacency(lambda e: e.target)
+
+    @cached_property
+    def edge_ends(self) -> tuple[tuple[int, int], ...]:
+        """For each edge, the positions of its (source, target) operators."""
+        index = self._index
+        return tuple((index[e.source], index[e.target]) for e in self.edges)
+
+    @cached_property
+    def topological_order(self) -> tuple[int, ...]:
+        """Operator positions such that every edge points forward (computed during validation)."""
+        return self._topological_order()
+
+    @cached_property
+    def sources(self) -> tuple[int, ...]:
+        """Positions of the operators without inputs, in ascending id order (Flink's walk)."""
+        ins = self.in_edges
+        ops = self.operators
+        found = [i for i in range(len(ops)) if not ins[i]]
+        found.sort(key=lambda i: ops[i].id)
+        return tuple(found)
+
+    def _adjacency(self, end) -> tuple[tuple[int, ...], ...]:
+        lists: list[list[int]] = [[] for _ in self.operators]
+        index = self._index
+        for position, edge in enumerate(self.edges):
+            lists[index[end(edge)]].append(position)
+        return tuple(tuple(x) for x in lists)
+
+    # -- validation ------------------------------------------------------------------------
+
+    def _validate(self) -> None:
+        for flag in ("chaining_enabled", "chain_different_max_parallelism"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TopologyError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+        index = self._index
+        uids: dict[str, int] = {}
+        for position, op in enumerate(self.operators):
+            if not isinstance(op, Operator):
+                raise TopologyError(f"operator #{position} is not an Operator: {op!r}")
+            _check_operator(op)
+            if op.id in index:
+                raise TopologyError(f"duplicate operator id {op.id}")
+            index[op.id] = position
+            if op.uid is not None:
+                if op.uid in uids:
+                    raise TopologyError(
+                        f"duplicate uid {op.uid!r} on operators {uids[op.uid]} and {op.id}"
+                    )
+                uids[op.uid] = op.id
+        for position, edge in enumerate(self.edges):
+            if not isinstance(edge, Edge):
+                raise TopologyError(f"edge #{position} is not an Edge: {edge!r}")
+            _check_edge(edge, position)
+            for end in (edge.source, edge.target):
+                if end not in index:
+                    raise TopologyError(
+                        f"edge #{position} ({edge.source} -> {edge.target}) names operator "
+                        f"{end!r}, which does not exist"
+                    )
+        self.__dict__["topological_order"] = self._topological_order()
+
+    def _topological_order(self) -> tuple[int, ...]:
+        """Kahn's algorithm; on a cycle, raise naming the operators on one."""
+        count = len(self.operators)
+        ends = self.edge_ends
+        indegree = [0] * count
+        for _, target in ends:
+            indegree[target] += 1
+        outs = self.out_edges
+        ready = [i for i in range(count) if indegree[i] == 0]
+        order: list[int] = []
+        while ready:
+            node = ready.pop()
+            order.append(node)
+            for e in outs[node]:
+                target = ends[e][1]
+                indegree[target] -= 1
+                if indegree[target] == 0:
+                    ready.append(target)
+        if len(order) != count:
+            cycle = _find_cycle(indegree, outs, ends)
+            path = " -> ".join(str(self.operators[i].id) for i in cycle)
+            raise TopologyError(f"the topology has a cycle: {path}")
+        return tuple(order)
+
+
+def _find_cycle(
+    indegree: Sequence[int],
+    outs: Sequence[Sequence[int]],
+    ends: Sequence[tuple[int, int]],
+) -> list[int]:
+    """Walk forward among the operators Kahn's algorithm could not order until one repeats."""
+    stuck = {i for i, d in enumerate(indegree) if d > 0}
+    node = min(stuck)
+    order: dict[int, int] = {}
+    path: list[int] = []
+    while node not in order:
+        order[node] = len(path)
+        path.append(node)
+        node = next(ends[e][1] for e in outs[node] if ends[e][1] in stuck)
+    return path[order[node] :] + [node]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_operator(op: Operator) -> None:
+    where = f"operator {op.id!r}"
+    if not _is_int(op.id):
+        raise TopologyError(f"{where}: id must be an integer")
+    if not isinstance(op.name, str):
+        raise TopologyError(f"{where}: name must be a string, got {op.name!r}")
+    for attr in ("parallelism", "max_parallelism"):
+        value = getattr(op, attr)
+        if not _is_int(value) or (value <= 0 and value != -1):
+            raise TopologyError(f"{where}: {attr} must be a positive integer or -1, got {value!r}")
+    if op.slot_sharing_group is not None and not isinstance(op.slot_sharing_group, str):
+        raise TopologyError(f"{where}: slot_sharing_group must be a string")
+    if op.chaining_strategy is not None and not isinstance(op.chaining_strategy, ChainingStrategy):
+        raise TopologyError(f"{where}: unknown chaining_strategy {op.chaining_strategy!r}")
+    if op.uid is not None and not isinstance(op.uid, str):
+        raise TopologyError(f"{where}: uid must be a string, got {op.uid!r}")
+    if op.uid_hash is not None and (
+        not isinstance(op.uid_hash, str) or not _UID_HASH.fullmatch(op.uid_hash)
+    ):
+        raise TopologyError(
+            f"{where}: uid_hash must be 32 hex digits (as setUidHash() requires), got {op.uid_hash!r}"
+        )
+    if op.source is not None and not isinstance(op.source, SourceKind):
+        raise TopologyError(f"{where}: unknown source kind {op.source!r}")
+    if not isinstance(op.yielding, bool):
+        raise TopologyError(f"{where}: yielding must be true or false, got {op.yielding!r}")
+
+
+def _check_edge(edge: Edge, position: int) -> None:
+    where = f"edge #{position} ({edge.source!r} -> {edge.target!r})"
+    if not _is_int(edge.source) or not _is_int(edge.target):
+        raise TopologyError(f"{where}: source and target must be operator ids (integers)")
+    if not isinstance(edge.partitioner, Partitioner):
+        raise TopologyError(f"{where}: unknown partitioner {edge.partitioner!r}")
+    if not isinstance(edge.exchange_mode, ExchangeMode):
+        raise TopologyError(f"{where}: unknown exchange_mode {edge.exchange_mode!r}")
+    if not _is_int(edge.type_number) or edge.type_number < 0:
+        raise TopologyError(
+            f"{where}: type_number must be a non-negative integer, got {edge.type_number!r}"
+        )
