@@ -1,0 +1,1 @@
+"""Spark fixtures for pytest (in progress)."""
