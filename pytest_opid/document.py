@@ -82,8 +82,7 @@ def topology_from_document(doc: Any) -> Topology:
     """Validate a parsed document and build the :class:`Topology` it describes."""
     if not isinstance(doc, Mapping):
         raise DocumentError(
-            f"a topology document is a JSON object with 'nodes' and 'edges', "
-            f"got {_json_type(doc)}"
+            f"a topology document is a JSON object with 'nodes' and 'edges', got {_json_type(doc)}"
         )
     _reject_unknown(doc, _TOP_KEYS, "the document")
     version = doc.get("version", VERSION)
@@ -181,7 +180,9 @@ def _edge(edge: Any, position: int) -> Edge:
         target=_int(edge, "target", where),
         partitioner=_enum(edge, "partitioner", where, Partitioner, "FORWARD", nullable=False),
         type_number=_int(edge, "type_number", where, 0),
-        exchange_mode=_enum(edge, "exchange_mode", where, ExchangeMode, "UNDEFINED", nullable=False),
+        exchange_mode=_enum(
+            edge, "exchange_mode", where, ExchangeMode, "UNDEFINED", nullable=False
+        ),
     )
 
 

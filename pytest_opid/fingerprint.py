@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,5 +315,3 @@ def _hex(value: Any) -> str:
         raise ValueError(f"{value!r} is not a 32-digit hex ID")
     int(value, 16)
     return value.lower()
-
-

@@ -259,7 +259,7 @@ def _find_cycle(
         order[node] = len(path)
         path.append(node)
         node = next(ends[e][1] for e in outs[node] if ends[e][1] in stuck)
-    return path[order[node] :] + [node]
+    return [*path[order[node] :], node]
 
 
 def _is_int(value: object) -> bool:
@@ -286,7 +286,8 @@ def _check_operator(op: Operator) -> None:
         not isinstance(op.uid_hash, str) or not _UID_HASH.fullmatch(op.uid_hash)
     ):
         raise TopologyError(
-            f"{where}: uid_hash must be 32 hex digits (as setUidHash() requires), got {op.uid_hash!r}"
+            f"{where}: uid_hash must be 32 hex digits (as setUidHash() requires), "
+            f"got {op.uid_hash!r}"
         )
     if op.source is not None and not isinstance(op.source, SourceKind):
         raise TopologyError(f"{where}: unknown source kind {op.source!r}")
