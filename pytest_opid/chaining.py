@@ -13,8 +13,8 @@ walks are iterative: a million-operator chain must not hit Python's recursion li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from pytest_opid.topology import (
     ChainingStrategy,
@@ -104,8 +104,7 @@ def forward_chaining(topology: Topology) -> list[bool]:
     ]
 
 
-@dataclass(frozen=True)
-class Chain:
+class Chain(NamedTuple):
     """One operator chain: what becomes a JobVertex.
 
     ``members`` are operator positions in Flink's order (depth-first post-order over the chain,
@@ -121,55 +120,50 @@ class Chain:
 def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
     """Grow chains from the sources as ``StreamingJobGraphGenerator.createChain`` does.
 
-    Flink recurses: for a node it first follows chainable outputs (same chain), then
-    non-chainable ones (each starts a new chain unless built already), then adds the node to its
-    chain, and creates the JobVertex when it reaches the chain's head again. We run the same
-    recursion on an explicit stack of generators.
+    Flink recurses over operators: for a node it follows its chainable outputs first (same
+    chain), then its non-chainable ones (each starts a new chain unless that chain is built
+    already), then appends the node to its chain, and creates the JobVertex once it is back at
+    the chain's head. Unrolled, that gives three facts we compute without recursion:
+
+    * a chain's members are its chain tree (chainable edges) in depth-first post-order;
+    * its non-chained outputs are its members' non-chainable edges, in that member order;
+    * a JobVertex is created after the chains behind those outputs (the first time each is
+      reached), so creation order is a post-order over chains.
     """
     ops = topology.operators
     outs = topology.out_edges
     ends = topology.edge_ends
     count = len(ops)
 
-    built = [False] * count  # chain heads whose JobVertex exists
-    members: dict[int, list[int]] = {}  # head -> operators in post-order
-    chained_children: list[tuple[int, ...]] = [()] * count  # node -> chainable output targets
-    vertex_order: list[int] = []  # heads in JobVertex creation order
-    vertex_out: dict[int, list[int]] = {}  # head -> its non-chainable (transitive) out edges
+    # Filled per chain as it is opened: chainable output targets, non-chainable output edges.
+    chained_children: list[tuple[int, ...]] = [()] * count
+    non_chained: list[tuple[int, ...]] = [()] * count
+    walk = (outs, chainable, chained_children, non_chained, ends)
 
-    def create_chain(node: int, head: int) -> Iterator[tuple[int, int]]:
-        # Yields (node, head) sub-calls; the driver runs each to completion before resuming.
-        if built[head]:
-            return
-        chained: list[int] = []
-        non_chained: list[int] = []
-        for e in outs[node]:
-            (chained if chainable[e] else non_chained).append(e)
-        for e in chained:
-            yield ends[e][1], head
-        for e in non_chained:
-            vertex_out.setdefault(head, []).append(e)
-            target = ends[e][1]
-            yield target, target
-        chained_children[node] = tuple(ends[e][1] for e in chained)
-        members.setdefault(head, []).append(node)
-        if node == head:
-            built[head] = True
-            vertex_order.append(head)
-
+    members: dict[int, list[int]] = {}
+    chain_of = [0] * count
+    vertex_out: dict[int, list[int]] = {}
+    vertex_order: list[int] = []
+    built = bytearray(count)
     for source in topology.sources:
-        stack = [create_chain(source, source)]
+        if built[source]:
+            continue
+        built[source] = 1
+        # Each frame: (head, iterator over the chain's non-chained targets).
+        stack = [(source, iter(_open_chain(source, walk, members, chain_of, vertex_out)))]
         while stack:
-            try:
-                call = next(stack[-1])
-            except StopIteration:
+            head, targets = stack[-1]
+            target = next(targets, None)
+            if target is None:
                 stack.pop()
-                continue
-            stack.append(create_chain(*call))
+                vertex_order.append(head)
+            elif not built[target]:
+                built[target] = 1
+                stack.append(
+                    (target, iter(_open_chain(target, walk, members, chain_of, vertex_out)))
+                )
 
-    # Transitive out edges are recorded against the chain whose member emits them; Flink does
-    # the same (they are collected up the chain and connected from the head).
-    order = _sorted_from_sources(vertex_order, vertex_out, ends, _chain_of(members, count))
+    order = _sorted_from_sources(vertex_order, vertex_out, ends, chain_of)
     return [
         Chain(
             head=head,
@@ -181,12 +175,48 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
     ]
 
 
-def _chain_of(members: dict[int, list[int]], count: int) -> list[int]:
-    chain_of = [0] * count
-    for head, nodes in members.items():
-        for node in nodes:
+def _open_chain(
+    head: int,
+    walk: tuple,
+    members: dict[int, list[int]],
+    chain_of: list[int],
+    vertex_out: dict[int, list[int]],
+) -> list[int]:
+    """Collect a chain's members in post-order and return the targets of its non-chained
+    outputs, in the order Flink's recursion reaches them."""
+    outs, chainable, chained_children, non_chained, ends = walk
+    head_outs = outs[head]
+    if not any(chainable[e] for e in head_outs):  # the common one-operator chain
+        members[head] = [head]
+        chain_of[head] = head
+        vertex_out[head] = list(head_outs)
+        return [ends[e][1] for e in head_outs]
+    post: list[int] = []
+    out_edges: list[int] = []
+    stack = [(head, 0)]
+    while stack:
+        node, i = stack.pop()
+        if i == 0:
+            children = []
+            others = []
+            for e in outs[node]:
+                if chainable[e]:
+                    children.append(ends[e][1])
+                else:
+                    others.append(e)
+            chained_children[node] = children
+            non_chained[node] = others
+        children = chained_children[node]
+        if i < len(children):
+            stack.append((node, i + 1))
+            stack.append((children[i], 0))
+        else:
+            post.append(node)
             chain_of[node] = head
-    return chain_of
+            out_edges.extend(non_chained[node])
+    members[head] = post
+    vertex_out[head] = out_edges
+    return [ends[e][1] for e in out_edges]
 
 
 def _sorted_from_sources(
@@ -201,43 +231,45 @@ def _sorted_from_sources(
     turn, its consumers (in the order its outputs were connected) as soon as all their
     producers are placed, depth first.
     """
-    consumers: dict[int, list[int]] = {}
-    unplaced: dict[int, int] = {}  # vertex -> its input edges whose producer is not placed yet
+    count = len(chain_of)
+    consumers: list[list[int]] = [[] for _ in range(count)]
+    unplaced = [0] * count  # per vertex: input edges whose producer is not placed yet
     for head in vertex_order:
-        for e in vertex_out.get(head, ()):
+        targets = consumers[head]
+        for e in vertex_out[head]:
             target = chain_of[ends[e][1]]
-            consumers.setdefault(head, []).append(target)
-            unplaced[target] = unplaced.get(target, 0) + 1
-    placed: list[int] = [h for h in vertex_order if h not in unplaced]
-    done = set(placed)
-
-    def place(vertex: int) -> None:
-        placed.append(vertex)
-        done.add(vertex)
-        for target in consumers.get(vertex, ()):
-            unplaced[target] -= 1
-
-    for vertex in placed[:]:
-        for target in consumers.get(vertex, ()):
+            targets.append(target)
+            unplaced[target] += 1
+    placed: list[int] = [h for h in vertex_order if not unplaced[h]]
+    done = bytearray(count)
+    for vertex in placed:
+        done[vertex] = 1
+        for target in consumers[vertex]:
             unplaced[target] -= 1
     position = 0
     while position < len(placed):
         start = placed[position]
         position += 1
-        stack = [iter(consumers.get(start, ()))]
+        stack = [iter(consumers[start])]
         while stack:
-            target = next(stack[-1], None)
-            if target is None:
+            target = next(stack[-1], -1)
+            if target < 0:
                 stack.pop()
-            elif target not in done and unplaced[target] == 0:
-                place(target)
-                stack.append(iter(consumers.get(target, ())))
+            elif not done[target] and not unplaced[target]:
+                placed.append(target)
+                done[target] = 1
+                next_targets = consumers[target]
+                for t in next_targets:
+                    unplaced[t] -= 1
+                stack.append(iter(next_targets))
     return placed
 
 
 def chained_name(ops, chained_children: Sequence[Sequence[int]], head: int) -> str:
     """Flink's ``createChainedName``: ``A -> B`` for one chained output, ``A -> (B, C)`` for
     several. Built as one token list, since a long chain would make per-node strings quadratic."""
+    if not chained_children[head]:
+        return ops[head].name
     parts: list[str] = []
     stack: list[object] = [head]
     while stack:

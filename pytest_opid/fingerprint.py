@@ -13,12 +13,12 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_opid.chaining import ChainingRule, flink_chaining, job_vertices
 from pytest_opid.errors import DocumentError
 from pytest_opid.hasher import operator_ids
-from pytest_opid.topology import Topology
+from pytest_opid.topology import Topology, gc_paused
 
 __all__ = [
     "ChainedOperator",
@@ -32,8 +32,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class OperatorFingerprint:
+class OperatorFingerprint(NamedTuple):
     """One operator's identity. ``operator_id`` is the generated OperatorID (or the uid's);
     ``user_operator_id`` is the ``setUidHash`` ID Flink restores state from, where set."""
 
@@ -51,16 +50,14 @@ class OperatorFingerprint:
         return self.user_operator_id or self.operator_id
 
 
-@dataclass(frozen=True)
-class ChainedOperator:
+class ChainedOperator(NamedTuple):
     """An operator as a JobVertex lists it (Flink's ``OperatorIDPair``)."""
 
     generated: str
     user_defined: str | None = None
 
 
-@dataclass(frozen=True)
-class JobVertex:
+class JobVertex(NamedTuple):
     """One operator chain. ``id`` is the head's OperatorID; ``operators`` are in Flink's order
     (depth-first post-order, head last); ``nodes`` are the same operators' node ids."""
 
@@ -137,36 +134,39 @@ class Fingerprint:
 
 def compute(topology: Topology, chaining: ChainingRule = flink_chaining) -> Fingerprint:
     """OperatorIDs and chains of a topology under a chaining rule (Flink's by default)."""
+    with gc_paused():
+        return _compute(topology, chaining)
+
+
+def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
     chainable = chaining(topology)
     ids = [h.hex() for h in operator_ids(topology, chainable)]
     ops = topology.operators
     user = [op.uid_hash.lower() if op.uid_hash else None for op in ops]
+    chained = [ChainedOperator(g, u) for g, u in zip(ids, user, strict=True)]
     vertex_of: list[str] = [""] * len(ops)
     vertices = []
     for chain in job_vertices(topology, chainable):
         vertex_id = ids[chain.head]
-        for m in chain.members:
+        members = chain.members
+        for m in members:
             vertex_of[m] = vertex_id
         vertices.append(
             JobVertex(
-                id=vertex_id,
-                name=chain.name,
-                parallelism=chain.parallelism,
-                operators=tuple(ChainedOperator(ids[m], user[m]) for m in chain.members),
-                nodes=tuple(ops[m].id for m in chain.members),
+                vertex_id,
+                chain.name,
+                chain.parallelism,
+                tuple([chained[m] for m in members]),
+                tuple([ops[m].id for m in members]),
             )
         )
     operators = tuple(
-        OperatorFingerprint(
-            node=op.id,
-            name=op.name,
-            operator_id=ids[i],
-            user_operator_id=user[i],
-            uid=op.uid,
-            parallelism=op.parallelism,
-            job_vertex=vertex_of[i],
-        )
-        for i, op in enumerate(ops)
+        [
+            OperatorFingerprint(
+                op.id, op.name, ids[i], user[i], op.uid, op.parallelism, vertex_of[i]
+            )
+            for i, op in enumerate(ops)
+        ]
     )
     return Fingerprint(operators, tuple(vertices))
 

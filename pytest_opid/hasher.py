@@ -51,6 +51,9 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
     from_bytes = int.from_bytes
 
     hashes: list[bytes | None] = [None] * len(ops)
+    uids = [op.uid for op in ops]
+    # Per operator: the positions of its inputs' operators, and its outputs' targets.
+    in_sources = [[ends[e][0] for e in node_ins] for node_ins in ins]
     assigned: dict[bytes, int] = {}  # every hash so far -> operator position
     count = 0  # Flink's hashes.size(): the node-local counter
     visited = bytearray(len(ops))
@@ -60,33 +63,39 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
 
     while queue:
         node = queue.popleft()
-        op = ops[node]
-        if op.uid is not None:
-            digest = uid_operator_id(op.uid)
+        uid = uids[node]
+        node_outs = outs[node]
+        if uid is not None:
+            digest = uid_operator_id(uid)
             if digest in assigned:
                 other = ops[assigned[digest]]
                 raise HashCollisionError(
-                    f"hash collision on uid {op.uid!r} of operator {op.id}: its OperatorID "
+                    f"hash collision on uid {uid!r} of operator {ops[node].id}: its OperatorID "
                     f"{digest.hex()} is already taken by operator {other.id} ({other.name!r})"
                 )
         else:
-            node_ins = ins[node]
-            if any(hashes[ends[e][0]] is None for e in node_ins):
+            sources = in_sources[node]
+            ready = True
+            for source in sources:
+                if hashes[source] is None:
+                    ready = False
+                    break
+            if not ready:
                 visited[node] = 0  # revisit once the missing input is hashed
                 continue
             local = _COUNTER[count] if count < 4096 else count.to_bytes(4, "little", signed=True)
             repeat = 1
-            for e in outs[node]:
+            for e in node_outs:
                 if chainable[e]:
                     repeat += 1
             digest = hash_bytes(local * repeat, 0)
-            for e in node_ins:
+            for source in sources:
                 folded = from_bytes(digest.translate(_TIMES_37), "little")
-                digest = (folded ^ from_bytes(hashes[ends[e][0]], "little")).to_bytes(16, "little")
+                digest = (folded ^ from_bytes(hashes[source], "little")).to_bytes(16, "little")
         hashes[node] = digest
         assigned[digest] = node
         count += 1
-        for e in outs[node]:
+        for e in node_outs:
             target = ends[e][1]
             if not visited[target]:
                 visited[target] = 1
