@@ -1,0 +1,168 @@
+"""Plugin figures: what the installed plugin adds to ``pytest --collect-only`` of a suite that does
+not use it, and what a snapshot check costs on a large job.
+
+``python benchmarks/run.py plugin`` (or ``python benchmarks/bench_plugin.py [repetitions]``).
+
+1. Collection overhead. A generated suite of 40 modules x 25 tests that never touches
+   pytest-opid is collected in fresh interpreters, interleaving three configurations: everything
+   installed on; ``-p no:opid`` (the plugin blocked, the Spark fixtures plugin still loading the
+   package); and ``-p no:opid -p no:opid_spark`` (pytest-opid not imported at all). Medians over
+   the repetitions; the target for the plugin is <= 50 ms.
+2. Import cost of ``pytest_opid.plugin`` alone, from ``python -X importtime`` (median).
+3. A snapshot check on the 9,820-operator golden job: writing the snapshot text, reading it back
+   and comparing (dumps, loads, compare), with time and tracemalloc peak measured separately.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+LARGE = HERE.parent / "tests" / "data" / "large_10k.jsonl.gz"
+MODULES, TESTS = 40, 25
+CONFIGS = {
+    "plugin on": [],
+    "-p no:opid": ["-p", "no:opid"],
+    "pytest-opid off": ["-p", "no:opid", "-p", "no:opid_spark"],
+}
+
+
+def make_suite(root: Path) -> None:
+    for m in range(MODULES):
+        body = "\n\n".join(
+            f"def test_{t}(tmp_path):\n    assert tmp_path.exists()" for t in range(TESTS)
+        )
+        (root / f"test_mod_{m}.py").write_text(body + "\n")
+    (root / "pytest.ini").write_text("[pytest]\n")
+
+
+def collect_ms(root: Path, extra: list[str]) -> tuple[float, float]:
+    """Wall time and CPU time (user + system of the child) of one collection, in ms."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *extra],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    wall = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    if done.returncode != 0 or f"{MODULES * TESTS} tests collected" not in done.stdout:
+        raise RuntimeError(f"collection failed ({extra}):\n{done.stdout[-2000:]}{done.stderr}")
+    return wall, cpu
+
+
+def import_ms() -> float:
+    """Import time of pytest_opid.plugin (with the package it pulls in) after pytest."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import pytest; import pytest_opid.plugin"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for line in done.stderr.splitlines():
+        parts = [p.strip() for p in line.removeprefix("import time:").split("|")]
+        if len(parts) == 3 and parts[2] == "pytest_opid.plugin":
+            return int(parts[1]) / 1000  # cumulative: includes the pytest_opid package
+    raise RuntimeError("pytest_opid.plugin was not imported")
+
+
+def timed(fn: Callable[[], object], repeat: int = 5) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def peak_mib(fn: Callable[[], object]) -> float:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def main(repetitions: int = 15) -> None:
+    print(
+        f"collect-only of {MODULES * TESTS} tests in {MODULES} modules, {repetitions} runs "
+        "each, interleaved; median (min) in ms"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_suite(root)
+        if os.environ.get("PYTEST_ADDOPTS"):
+            print(f"  (PYTEST_ADDOPTS={os.environ['PYTEST_ADDOPTS']!r})")
+        wall: dict[str, list[float]] = {name: [] for name in CONFIGS}
+        cpu: dict[str, list[float]] = {name: [] for name in CONFIGS}
+        for extra in CONFIGS.values():  # warm the file system cache and the pyc files
+            collect_ms(root, extra)
+        for _ in range(repetitions):
+            for name, extra in CONFIGS.items():
+                w, c = collect_ms(root, extra)
+                wall[name].append(w)
+                cpu[name].append(c)
+    print(f"  {'':<16} {'wall':>17} {'cpu (user+sys)':>19}")
+    for name in CONFIGS:
+        print(
+            f"  {name:<16} {statistics.median(wall[name]):8.1f} ({min(wall[name]):6.1f})"
+            f" {statistics.median(cpu[name]):10.1f} ({min(cpu[name]):6.1f})"
+        )
+
+    def added(a: str, b: str) -> str:
+        w = statistics.median(wall[a]) - statistics.median(wall[b])
+        c = statistics.median(cpu[a]) - statistics.median(cpu[b])
+        return f"{w:6.1f} ms wall, {c:6.1f} ms cpu"
+
+    print(f"  added by the opid plugin:        {added('plugin on', '-p no:opid')} (target <= 50)")
+    print(f"  added by pytest-opid altogether: {added('plugin on', 'pytest-opid off')}")
+    imports = sorted(import_ms() for _ in range(7))
+    print(f"import pytest_opid.plugin (pytest already loaded): {statistics.median(imports):.1f} ms")
+
+    from pytest_opid.diff import compare
+    from pytest_opid.document import topology_from_document
+    from pytest_opid.fingerprint import compute
+    from pytest_opid.snapshot import dumps, loads
+
+    with gzip.open(LARGE, "rt", encoding="utf-8") as f:
+        case = json.loads(f.readline())
+    fp = compute(topology_from_document(case["topology"]))
+    n = len(fp.operators)
+    text = dumps(fp)
+    size = len(text) / 2**20
+    print(f"snapshot check on the golden job of {n} operators ({size:.2f} MiB of text)")
+    for label, fn in (
+        ("dumps", lambda: dumps(fp)),
+        ("loads", lambda: loads(text)),
+        ("compare", lambda: compare(fp, fp)),
+        ("check (loads x2 + compare)", lambda: compare(loads(text), loads(text))),
+    ):
+        seconds, _ = timed(fn)
+        print(
+            f"  {label:<27} {seconds * 1000:8.1f} ms  {n / seconds:12,.0f} operators/s  "
+            f"peak {peak_mib(fn):6.1f} MiB"
+        )
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 15)

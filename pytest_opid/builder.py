@@ -1,0 +1,605 @@
+"""A fluent builder that reads like Flink's DataStream API and produces a :class:`Topology`.
+
+It mirrors what decides an OperatorID or a chain, not what a job computes: there are no
+functions, only operators with names, parallelism, uids and the edges between them::
+
+    from pytest_opid.builder import source
+
+    job = (
+        source("Kafka")
+        .map()
+        .key_by()
+        .process("Dedupe").uid("dedupe")
+        .sink("Kafka")
+    )
+    fingerprint = pytest_opid.fingerprint(job)
+
+How it follows Flink 2.3 (``StreamGraphGenerator``):
+
+* Every transformation takes the next id of its environment's counter in creation order,
+  including the virtual ones Flink creates (``key_by``, ``rebalance`` and friends, ``union``,
+  ``side_output`` and the sink transformation), so ids line up with Flink's where a program is
+  written the same way. Only the relative order of the sources' ids matters to the hashes.
+* Edges are created in creation order of their consumer, inputs in the order given, which is the
+  order Flink's translation adds them.
+* Parallelism is the environment's at creation time, and ``-1`` (unset) is resolved to the
+  environment's parallelism when :meth:`StreamEnvironment.to_topology` runs, as Flink resolves
+  it when it builds the StreamGraph. An edge without an explicit partitioner is FORWARD between
+  equal parallelisms and REBALANCE otherwise; an explicit ``forward()`` between different
+  parallelisms is an error, as in Flink.
+* An operator without an explicit slot sharing group inherits its inputs' group when they all
+  agree, and ``"default"`` otherwise (Flink's ``determineSlotSharingGroup``).
+* Sources are FLIP-27 sources (``"Source: <name>"``) or legacy ``SourceFunction`` sources
+  (chaining strategy HEAD, like Flink's ``StreamSource``). A source nothing consumes is left
+  out, as Flink leaves out an untranslated source.
+* ``sink(name)`` is Flink 2's ``sinkTo``: one writer node named ``"<name>: Writer"`` (a
+  yielding operator), carrying the sink's uid, parallelism and slot sharing group. Flink gives
+  the writer a fresh id when it expands the sink; here it keeps the sink transformation's id,
+  which changes no OperatorID. ``add_sink(name)`` and ``print()`` are legacy sinks
+  (``"Sink: <name>"``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pytest_opid.errors import TopologyError
+from pytest_opid.topology import (
+    ChainingStrategy,
+    Edge,
+    Operator,
+    Partitioner,
+    SourceKind,
+    Topology,
+)
+
+__all__ = [
+    "ConnectedStreams",
+    "Stream",
+    "StreamEnvironment",
+    "legacy_source",
+    "source",
+]
+
+_UID_HASH = re.compile(r"[0-9A-Fa-f]{32}")
+_MAX_PARALLELISM_LIMIT = 1 << 15  # Flink's UPPER_BOUND_MAX_PARALLELISM
+
+# How a node's Flink name derives from its transformation name, by kind.
+_SOURCE, _LEGACY_SOURCE, _OPERATOR, _LEGACY_SINK, _WRITER = (
+    "source",
+    "legacy source",
+    "operator",
+    "legacy sink",
+    "sink",
+)
+
+
+@dataclass
+class _Node:
+    """A physical transformation while the program is being built (mutable on purpose)."""
+
+    id: int
+    kind: str
+    name: str
+    parallelism: int
+    max_parallelism: int = -1
+    slot_sharing_group: str | None = None  # None: inherit (Flink's determineSlotSharingGroup)
+    chaining_strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS
+    uid: str | None = None
+    uid_hash: str | None = None
+    two_input: bool = False
+
+    @property
+    def flink_name(self) -> str:
+        if self.kind in (_SOURCE, _LEGACY_SOURCE):
+            return f"Source: {self.name}"
+        if self.kind == _LEGACY_SINK:
+            return f"Sink: {self.name}"
+        if self.kind == _WRITER:
+            return f"{self.name}: Writer"
+        return self.name
+
+    def describe(self) -> str:
+        return f"{self.flink_name!r} (node {self.id})"
+
+
+@dataclass(frozen=True)
+class _Input:
+    """One upstream operator as a consumer will see it: which node, and the partitioner the
+    program asked for on the way (None: Flink's default, decided in ``to_topology``)."""
+
+    node: int
+    partitioner: Partitioner | None = None
+
+
+@dataclass(frozen=True)
+class _Link:
+    source: int
+    target: int
+    partitioner: Partitioner | None
+    type_number: int
+
+
+@dataclass
+class _Graph:
+    nodes: dict[int, _Node] = field(default_factory=dict)
+    links: list[_Link] = field(default_factory=list)
+    uids: dict[str, int] = field(default_factory=dict)
+
+
+class StreamEnvironment:
+    """Flink's ``StreamExecutionEnvironment``: the id counter and the job-wide options.
+
+    ``parallelism`` is the default for operators created afterwards (-1: "decided later").
+    ``chaining=False`` is ``disableOperatorChaining()``; ``chain_different_max_parallelism``
+    is Flink's option of the same meaning.
+    """
+
+    def __init__(
+        self,
+        parallelism: int = -1,
+        *,
+        chaining: bool = True,
+        chain_different_max_parallelism: bool = True,
+    ) -> None:
+        self._graph = _Graph()
+        self._counter = 0
+        self.parallelism = _check_env_parallelism(parallelism)
+        self.chaining_enabled = _check_flag(chaining, "chaining")
+        self.chain_different_max_parallelism = _check_flag(
+            chain_different_max_parallelism, "chain_different_max_parallelism"
+        )
+
+    # -- options ---------------------------------------------------------------------------
+
+    def set_parallelism(self, parallelism: int) -> StreamEnvironment:
+        """Default parallelism of operators created from now on (and of unset ones)."""
+        self.parallelism = _check_env_parallelism(parallelism)
+        return self
+
+    def disable_operator_chaining(self) -> StreamEnvironment:
+        self.chaining_enabled = False
+        return self
+
+    def set_chain_different_max_parallelism(self, allowed: bool) -> StreamEnvironment:
+        self.chain_different_max_parallelism = _check_flag(
+            allowed, "chain_different_max_parallelism"
+        )
+        return self
+
+    # -- sources ---------------------------------------------------------------------------
+
+    def source(self, name: str) -> Stream:
+        """A FLIP-27 source (``env.fromSource(..., name)``), node name ``"Source: <name>"``."""
+        node = self._add_node(_SOURCE, name, ChainingStrategy.ALWAYS)
+        return Stream(self, (_Input(node.id),), node.id)
+
+    def legacy_source(self, name: str = "Custom Source") -> Stream:
+        """A legacy ``SourceFunction`` source (``env.addSource``), chaining strategy HEAD."""
+        node = self._add_node(_LEGACY_SOURCE, name, ChainingStrategy.HEAD)
+        return Stream(self, (_Input(node.id),), node.id)
+
+    # -- the result ------------------------------------------------------------------------
+
+    def to_topology(self) -> Topology:
+        """The StreamGraph of everything built in this environment so far."""
+        graph = self._graph
+        consumed = {link.source for link in graph.links}
+        nodes = [
+            n
+            for n in graph.nodes.values()
+            if n.kind not in (_SOURCE, _LEGACY_SOURCE) or n.id in consumed
+        ]
+        if not nodes:
+            raise TopologyError(
+                "the job has no operators (Flink keeps a source only when something consumes it)"
+            )
+        parallelism = {n.id: self._resolved_parallelism(n) for n in nodes}
+        inputs: dict[int, list[int]] = {}
+        for link in graph.links:
+            inputs.setdefault(link.target, []).append(link.source)
+        groups: dict[int, str] = {}
+        for n in nodes:  # creation order: inputs always come first
+            groups[n.id] = _slot_sharing_group(n, [groups[i] for i in inputs.get(n.id, ())])
+        edges = [self._edge(link, parallelism) for link in graph.links]
+        operators = [
+            Operator(
+                id=n.id,
+                name=n.flink_name,
+                parallelism=parallelism[n.id],
+                max_parallelism=n.max_parallelism,
+                slot_sharing_group=groups[n.id],
+                chaining_strategy=n.chaining_strategy,
+                uid=n.uid,
+                uid_hash=n.uid_hash,
+                source={_SOURCE: SourceKind.NEW, _LEGACY_SOURCE: SourceKind.LEGACY}.get(n.kind),
+                yielding=n.kind == _WRITER,
+            )
+            for n in nodes
+        ]
+        return Topology(
+            operators,
+            edges,
+            chaining_enabled=self.chaining_enabled,
+            chain_different_max_parallelism=self.chain_different_max_parallelism,
+        )
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _next_id(self) -> int:
+        self._counter += 1
+        return self._counter
+
+    def _add_node(
+        self,
+        kind: str,
+        name: str,
+        strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS,
+        parallelism: int | None = None,
+    ) -> _Node:
+        _check_name(name)
+        node = _Node(
+            id=self._next_id(),
+            kind=kind,
+            name=name,
+            parallelism=self.parallelism if parallelism is None else parallelism,
+            chaining_strategy=strategy,
+        )
+        self._graph.nodes[node.id] = node
+        return node
+
+    def _link(self, inputs: Iterable[_Input], target: int, type_number: int) -> None:
+        links = self._graph.links
+        for i in inputs:
+            links.append(_Link(i.node, target, i.partitioner, type_number))
+
+    def _resolved_parallelism(self, node: _Node) -> int:
+        return node.parallelism if node.parallelism != -1 else self.parallelism
+
+    def _edge(self, link: _Link, parallelism: dict[int, int]) -> Edge:
+        up, down = parallelism[link.source], parallelism[link.target]
+        partitioner = link.partitioner
+        if partitioner is None:
+            partitioner = Partitioner.FORWARD if up == down else Partitioner.REBALANCE
+        elif partitioner is Partitioner.FORWARD and up != down:
+            nodes = self._graph.nodes
+            raise TopologyError(
+                f"forward() between {nodes[link.source].describe()} with parallelism {up} and "
+                f"{nodes[link.target].describe()} with parallelism {down}: forward partitioning "
+                "does not allow a change of parallelism (use rebalance(), rescale(), shuffle(), "
+                "broadcast() or global_())"
+            )
+        return Edge(link.source, link.target, partitioner, link.type_number)
+
+
+class Stream:
+    """A ``DataStream`` handle. Transformations return a new handle; settings (``uid``,
+    ``set_parallelism``, ...) change the operator this handle stands for and return it."""
+
+    def __init__(
+        self,
+        env: StreamEnvironment,
+        inputs: tuple[_Input, ...],
+        node: int | None,
+        *,
+        what: str = "",
+        keyed: bool = False,
+    ) -> None:
+        self._env = env
+        self._inputs = inputs
+        self._node_id = node
+        self._what = what  # for a virtual stream: which call made it (error messages)
+        self._keyed = keyed
+
+    def __repr__(self) -> str:
+        if self._node_id is not None:
+            return f"<Stream {self._node().describe()}>"
+        return f"<Stream {self._what}>"
+
+    @property
+    def environment(self) -> StreamEnvironment:
+        return self._env
+
+    @property
+    def node_id(self) -> int | None:
+        """The id of the operator this handle stands for (None for key_by/union/... results)."""
+        return self._node_id
+
+    def to_topology(self) -> Topology:
+        """The whole environment's topology (so ``pytest_opid.fingerprint(stream)`` works)."""
+        return self._env.to_topology()
+
+    # -- one-input operators ---------------------------------------------------------------
+
+    def map(self, name: str = "Map") -> Stream:
+        return self._one_input(name)
+
+    def filter(self, name: str = "Filter") -> Stream:
+        return self._one_input(name)
+
+    def flat_map(self, name: str = "Flat Map") -> Stream:
+        return self._one_input(name)
+
+    def process(self, name: str | None = None) -> Stream:
+        """``process()``; on a keyed stream Flink names it ``KeyedProcess``."""
+        return self._one_input(name or ("KeyedProcess" if self._keyed else "Process"))
+
+    def reduce(self, name: str = "Keyed Reduce") -> Stream:
+        """``keyBy(...).reduce(...)``: only on a keyed stream, as in Flink."""
+        if not self._keyed:
+            raise TopologyError(f"reduce() needs a keyed stream (call key_by() first) on {self}")
+        return self._one_input(name)
+
+    def _one_input(self, name: str) -> Stream:
+        self._check_has_output("add an operator to")
+        node = self._env._add_node(_OPERATOR, name)
+        self._env._link(self._inputs, node.id, 0)
+        return Stream(self._env, (_Input(node.id),), node.id)
+
+    # -- partitioning ----------------------------------------------------------------------
+
+    def key_by(self) -> Stream:
+        return self._partition(Partitioner.HASH, "key_by()", keyed=True)
+
+    def rebalance(self) -> Stream:
+        return self._partition(Partitioner.REBALANCE, "rebalance()")
+
+    def rescale(self) -> Stream:
+        return self._partition(Partitioner.RESCALE, "rescale()")
+
+    def shuffle(self) -> Stream:
+        return self._partition(Partitioner.SHUFFLE, "shuffle()")
+
+    def broadcast(self) -> Stream:
+        return self._partition(Partitioner.BROADCAST, "broadcast()")
+
+    def global_(self) -> Stream:
+        return self._partition(Partitioner.GLOBAL, "global_()")
+
+    def forward(self) -> Stream:
+        return self._partition(Partitioner.FORWARD, "forward()")
+
+    def partition_custom(self) -> Stream:
+        return self._partition(Partitioner.CUSTOM, "partition_custom()")
+
+    def _partition(self, partitioner: Partitioner, what: str, keyed: bool = False) -> Stream:
+        # Flink's PartitionTransformation: a virtual node with an id of its own. The partitioner
+        # nearest to the consumer wins, for every upstream operator (also through a union).
+        self._check_has_output(what)
+        self._env._next_id()
+        inputs = tuple(_Input(i.node, partitioner) for i in self._inputs)
+        return Stream(self._env, inputs, None, what=f"{self._label()}.{what}", keyed=keyed)
+
+    # -- several inputs --------------------------------------------------------------------
+
+    def union(self, *others: Stream) -> Stream:
+        """Flink's ``union``: the consumer gets every input's edges, this stream's first."""
+        self._check_has_output("union()")
+        inputs = list(self._inputs)
+        for other in others:
+            self._check_same_env(other, "union()")
+            other._check_has_output("union()")
+            inputs.extend(other._inputs)
+        self._env._next_id()  # UnionTransformation
+        return Stream(self._env, tuple(inputs), None, what=f"{self._label()}.union(...)")
+
+    def connect(self, other: Stream) -> ConnectedStreams:
+        """Two streams feeding one two-input operator (input 1: this one, input 2: ``other``)."""
+        self._check_has_output("connect()")
+        self._check_same_env(other, "connect()")
+        other._check_has_output("connect()")
+        return ConnectedStreams(self, other)
+
+    def side_output(self, name: str) -> Stream:
+        """``getSideOutput(tag)``: records of this operator's side output ``name``."""
+        _check_name(name, "side output name")
+        node = self._node("take a side output of")
+        if node.kind in (_LEGACY_SINK, _WRITER):
+            raise TopologyError(f"{node.describe()} is a sink; it has no side outputs")
+        self._env._next_id()  # SideOutputTransformation
+        return Stream(self._env, (_Input(node.id),), None, what=f"{self._label()}.side_output")
+
+    # -- sinks -----------------------------------------------------------------------------
+
+    def sink(self, name: str = "Sink") -> Stream:
+        """Flink 2's ``sinkTo``: a writer node named ``"<name>: Writer"`` (yielding)."""
+        self._check_has_output("add a sink to")
+        node = self._env._add_node(_WRITER, name)
+        self._env._link(self._inputs, node.id, 0)
+        return Stream(self._env, (), node.id)
+
+    def add_sink(self, name: str = "Unnamed") -> Stream:
+        """A legacy ``SinkFunction`` sink (``addSink``), named ``"Sink: <name>"``."""
+        self._check_has_output("add a sink to")
+        node = self._env._add_node(_LEGACY_SINK, name)
+        self._env._link(self._inputs, node.id, 0)
+        return Stream(self._env, (), node.id)
+
+    def print(self) -> Stream:
+        """``print()``: the legacy sink ``"Sink: Print to Std. Out"``."""
+        return self.add_sink("Print to Std. Out")
+
+    # -- settings of this stream's operator ------------------------------------------------
+
+    def name(self, name: str) -> Stream:
+        """The transformation's name (a source shows as ``"Source: <name>"``, a sink's writer
+        as ``"<name>: Writer"``, as in Flink)."""
+        _check_name(name)
+        self._node("name").name = name
+        return self
+
+    def uid(self, uid: str) -> Stream:
+        if not isinstance(uid, str):
+            raise TopologyError(f"uid must be a string, got {uid!r}")
+        node = self._node("set a uid on")
+        taken = self._env._graph.uids
+        if uid in taken and taken[uid] != node.id:
+            other = self._env._graph.nodes[taken[uid]]
+            raise TopologyError(
+                f"duplicate uid {uid!r}: {other.describe()} has it already, cannot give it to "
+                f"{node.describe()}"
+            )
+        if node.uid is not None:
+            del taken[node.uid]
+        taken[uid] = node.id
+        node.uid = uid
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> Stream:
+        """``setUidHash``: the user-defined OperatorID (32 hex digits) state is restored from."""
+        node = self._node("set a uid hash on")
+        if not isinstance(uid_hash, str) or not _UID_HASH.fullmatch(uid_hash):
+            raise TopologyError(
+                f"uid hash of {node.describe()} must be 32 hex digits, got {uid_hash!r}"
+            )
+        node.uid_hash = uid_hash
+        return self
+
+    def set_parallelism(self, parallelism: int) -> Stream:
+        node = self._node("set the parallelism of")
+        if not _is_int(parallelism) or parallelism <= 0:
+            raise TopologyError(
+                f"parallelism of {node.describe()} must be a positive integer, got {parallelism!r}"
+            )
+        node.parallelism = parallelism
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> Stream:
+        node = self._node("set the max parallelism of")
+        if (
+            not _is_int(max_parallelism)
+            or max_parallelism <= 0
+            or max_parallelism > _MAX_PARALLELISM_LIMIT
+        ):
+            raise TopologyError(
+                f"max parallelism of {node.describe()} must be between 1 and "
+                f"{_MAX_PARALLELISM_LIMIT}, got {max_parallelism!r}"
+            )
+        node.max_parallelism = max_parallelism
+        return self
+
+    def slot_sharing_group(self, name: str) -> Stream:
+        _check_name(name, "slot sharing group")
+        self._node("set the slot sharing group of").slot_sharing_group = name
+        return self
+
+    def disable_chaining(self) -> Stream:
+        """Chaining strategy NEVER: the operator chains with nothing."""
+        return self.set_chaining_strategy(ChainingStrategy.NEVER)
+
+    def start_new_chain(self) -> Stream:
+        """Chaining strategy HEAD: the operator starts a chain."""
+        return self.set_chaining_strategy(ChainingStrategy.HEAD)
+
+    def set_chaining_strategy(self, strategy: ChainingStrategy | str) -> Stream:
+        node = self._node("set the chaining strategy of")
+        try:
+            node.chaining_strategy = ChainingStrategy(strategy)
+        except ValueError:
+            allowed = ", ".join(s.value for s in ChainingStrategy)
+            raise TopologyError(
+                f"unknown chaining strategy {strategy!r} for {node.describe()} "
+                f"(expected one of {allowed})"
+            ) from None
+        return self
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _node(self, action: str = "configure") -> _Node:
+        if self._node_id is None:
+            raise TopologyError(
+                f"cannot {action} {self._what}: it is not an operator (settings apply to the "
+                "operator a map/filter/process/source/sink call returned)"
+            )
+        return self._env._graph.nodes[self._node_id]
+
+    def _label(self) -> str:
+        return self._node().describe() if self._node_id is not None else self._what
+
+    def _check_has_output(self, action: str) -> None:
+        if not self._inputs:
+            raise TopologyError(f"cannot {action} {self._label()}: a sink has no output")
+
+    def _check_same_env(self, other: object, action: str) -> None:
+        if not isinstance(other, Stream):
+            raise TopologyError(f"{action} takes streams, got {type(other).__name__}")
+        if other._env is not self._env:
+            raise TopologyError(
+                f"{action}: {other._label()} belongs to another environment than "
+                f"{self._label()} (build both from one StreamEnvironment)"
+            )
+
+
+class ConnectedStreams:
+    """``a.connect(b)``: the next call creates one two-input operator."""
+
+    def __init__(self, first: Stream, second: Stream) -> None:
+        self._first = first
+        self._second = second
+
+    def key_by(self) -> ConnectedStreams:
+        """``ConnectedStreams.keyBy``: both inputs hash-partitioned."""
+        return ConnectedStreams(self._first.key_by(), self._second.key_by())
+
+    def map(self, name: str = "Co-Map") -> Stream:
+        return self._two_input(name)
+
+    def flat_map(self, name: str = "Co-Flat Map") -> Stream:
+        return self._two_input(name)
+
+    def process(self, name: str = "Co-Process") -> Stream:
+        return self._two_input(name)
+
+    def _two_input(self, name: str) -> Stream:
+        env = self._first._env
+        node = env._add_node(_OPERATOR, name)
+        node.two_input = True
+        env._link(self._first._inputs, node.id, 1)
+        env._link(self._second._inputs, node.id, 2)
+        return Stream(env, (_Input(node.id),), node.id)
+
+
+def source(name: str, *, env: StreamEnvironment | None = None) -> Stream:
+    """A FLIP-27 source in ``env`` (a fresh environment if none is given)."""
+    return (env or StreamEnvironment()).source(name)
+
+
+def legacy_source(name: str = "Custom Source", *, env: StreamEnvironment | None = None) -> Stream:
+    """A legacy ``SourceFunction`` source in ``env`` (a fresh environment if none is given)."""
+    return (env or StreamEnvironment()).legacy_source(name)
+
+
+# -- validation helpers -------------------------------------------------------------------------
+
+
+def _slot_sharing_group(node: _Node, input_groups: list[str]) -> str:
+    if node.slot_sharing_group is not None:
+        return node.slot_sharing_group
+    if input_groups and all(g == input_groups[0] for g in input_groups):
+        return input_groups[0]
+    return "default"
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_name(name: object, what: str = "operator name") -> None:
+    if not isinstance(name, str):
+        raise TopologyError(f"{what} must be a string, got {name!r}")
+
+
+def _check_flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise TopologyError(f"{what} must be True or False, got {value!r}")
+    return value
+
+
+def _check_env_parallelism(parallelism: object) -> int:
+    if not _is_int(parallelism) or (parallelism <= 0 and parallelism != -1):  # type: ignore[operator]
+        raise TopologyError(
+            f"environment parallelism must be a positive integer or -1, got {parallelism!r}"
+        )
+    return parallelism  # type: ignore[return-value]

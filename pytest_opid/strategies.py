@@ -1,0 +1,731 @@
+"""Hypothesis strategies: random valid topologies, and refactorings with a known effect.
+
+Golden cases prove we agree with Flink on the programs someone thought of; random graphs explore
+the rest. The same strategies serve users who test their own topology rules (naming conventions,
+"every stateful operator has a uid", a custom chaining rule)::
+
+    from hypothesis import given
+    from pytest_opid.strategies import topologies
+
+    @given(topologies())
+    def test_my_rule(topology): ...
+
+Graphs are built from primitive draws (a node count, then per node its inputs among the earlier
+nodes and a few attributes), so Hypothesis shrinks a failing example to a graph of a few
+operators. Every optional feature is switched on by a low-probability draw that shrinks towards
+"off", which makes the simplest graph a FORWARD pipeline of default operators.
+
+This is the only module that imports Hypothesis (the ``hypothesis`` extra).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from pytest_opid.chaining import flink_chaining
+from pytest_opid.topology import (
+    ChainingStrategy,
+    Edge,
+    ExchangeMode,
+    Operator,
+    Partitioner,
+    SourceKind,
+    Topology,
+)
+
+__all__ = ["REFACTORING_KINDS", "Refactoring", "refactorings", "topologies"]
+
+# How often each optional feature shows up, per node, edge or topology. Chosen so that with no
+# arguments every feature appears in a fair share of examples (tests/properties checks this).
+_P_SOURCE = 0.15  # an operator after the first is another source
+_P_UNION = 0.12  # a non-source operator reads a union of streams
+_P_TWO_INPUT = 0.12  # a non-source operator is a two-input (connect) operator
+_P_SAME_INPUT = 0.3  # a union member / second input repeats the previous one (side outputs)
+_P_NEW_PARALLELISM = 0.25  # a non-source operator sets its own parallelism
+_P_REPARTITION = 0.3  # an edge is not FORWARD
+_P_EXCHANGE = 0.08  # an edge has an explicit exchange mode
+_P_SLOT_SHARING = 0.12  # an operator picks a slot sharing group
+_P_STRATEGY = 0.15  # an operator has a non-default chaining strategy
+_P_MAX_PARALLELISM = 0.1  # an operator sets its max parallelism
+_P_YIELDING_SINK = 0.6  # an operator without outputs is a (yielding) sink writer
+_P_CHAINING_DISABLED = 0.1  # env.disableOperatorChaining()
+_P_SAME_MAX_PARALLELISM = 0.25  # chaining of different max parallelisms is forbidden
+_P_TEXT_UID = 0.2  # a uid is arbitrary text rather than a readable word
+
+_SOURCE_NAMES = ("Kafka", "Sequence Source", "Custom Source", "Files", "Datagen", "Quellé")
+_OPERATOR_NAMES = (
+    "Map",
+    "Filter",
+    "Flat Map",
+    "Process",
+    "Keyed Reduce",
+    "Window(TumblingEventTimeWindows(60000))",
+    "Timestamps/Watermarks",
+    "Zählen",
+    "集計",
+)
+_TWO_INPUT_NAMES = ("Co-Map", "Co-Process", "Join", "Enrich (broadcast)")
+_UID_WORDS = (
+    "source",
+    "parse",
+    "dedup",
+    "count_uid",
+    "enrich-v2",
+    "window.agg",
+    "zählen",
+    "集計",
+    "sink 🙂",
+)
+
+
+def _check_range(name: str, low: int, high: int, minimum: int) -> None:
+    if not (isinstance(low, int) and isinstance(high, int)) or not minimum <= low <= high:
+        raise InvalidArgument(f"{name}: need {minimum} <= min <= max, got min={low}, max={high}")
+
+
+def _check_probability(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise InvalidArgument(f"{name} must be between 0 and 1, got {value!r}")
+
+
+def _check_choices(name: str, values: Sequence, kind: type | None = None) -> tuple:
+    values = tuple(values)
+    if not values:
+        raise InvalidArgument(f"{name} must not be empty")
+    if kind is not None:
+        for v in values:
+            if not (isinstance(v, kind) or v is None):
+                raise InvalidArgument(f"{name}: {v!r} is not a {kind.__name__}")
+    return values
+
+
+@dataclass(frozen=True)
+class _Config:
+    min_operators: int
+    max_operators: int
+    min_sources: int
+    max_sources: int
+    uid_probability: float
+    uid_hash_probability: float
+    parallelism: tuple[int, int]
+    default_parallelism: bool
+    max_parallelisms: tuple[int, ...]
+    partitioners: tuple[Partitioner, ...]
+    exchange_modes: tuple[ExchangeMode, ...]
+    slot_sharing_groups: tuple[str | None, ...]
+    chaining_strategies: tuple[ChainingStrategy | None, ...]
+    chaining_disabled: bool | None
+    chain_different_max_parallelism: bool | None
+    unions: bool
+    two_inputs: bool
+    multi_edges: bool
+    fan_out: bool
+    source_kinds: tuple[SourceKind | None, ...]
+    yielding_sinks: bool
+
+
+def topologies(
+    *,
+    min_operators: int = 1,
+    max_operators: int = 12,
+    min_sources: int = 1,
+    max_sources: int = 3,
+    uid_probability: float = 0.2,
+    uid_hash_probability: float = 0.08,
+    parallelism: tuple[int, int] = (1, 4),
+    default_parallelism: bool = True,
+    max_parallelisms: Sequence[int] = (128, 256, 32768),
+    partitioners: Sequence[Partitioner] = tuple(Partitioner),
+    exchange_modes: Sequence[ExchangeMode] = tuple(ExchangeMode),
+    slot_sharing_groups: Sequence[str | None] = ("default", "g1", "g2"),
+    chaining_strategies: Sequence[ChainingStrategy | None] = (
+        ChainingStrategy.ALWAYS,
+        ChainingStrategy.HEAD,
+        ChainingStrategy.NEVER,
+        ChainingStrategy.HEAD_WITH_SOURCES,
+        None,
+    ),
+    chaining_disabled: bool | None = None,
+    chain_different_max_parallelism: bool | None = None,
+    unions: bool = True,
+    two_inputs: bool = True,
+    multi_edges: bool = True,
+    fan_out: bool = True,
+    source_kinds: Sequence[SourceKind | None] = (SourceKind.NEW, SourceKind.LEGACY),
+    yielding_sinks: bool = True,
+) -> st.SearchStrategy[Topology]:
+    """Random valid :class:`~pytest_opid.topology.Topology` values.
+
+    Every topology is acyclic, has unique ids and uids (also after Java's UTF-8 encoding, so no
+    :class:`~pytest_opid.errors.HashCollisionError`) and consistent input positions: a
+    one-input operator's edges have ``type_number`` 0 (several of them form a union), a
+    two-input operator has edges at positions 1 and 2. A FORWARD edge always joins equal
+    parallelisms; where a drawn FORWARD edge would not, it becomes REBALANCE, as in Flink.
+
+    Knobs (the defaults exercise every feature regularly):
+
+    * ``min_operators``/``max_operators``, ``min_sources``/``max_sources``: graph size.
+    * ``uid_probability``, ``uid_hash_probability``: per operator, ``uid()`` / ``setUidHash()``.
+    * ``parallelism``: (low, high) of explicit parallelisms; ``default_parallelism`` also allows
+      -1. ``max_parallelisms``: values an operator's max parallelism is sometimes set to.
+    * ``partitioners``, ``exchange_modes``, ``slot_sharing_groups``, ``chaining_strategies``,
+      ``source_kinds``: the values that may appear. The first slot sharing group and the first
+      chaining strategy are the common case, the rest appear now and then.
+    * ``chaining_disabled``, ``chain_different_max_parallelism``: force the graph-wide switch, or
+      ``None`` to draw it (chaining is disabled in some examples, max parallelism must match in
+      some).
+    * ``unions``, ``two_inputs``, ``multi_edges`` (several edges between the same pair, as side
+      outputs give), ``fan_out`` (an operator feeding several), ``yielding_sinks``: features
+      that can be switched off.
+    """
+    _check_range("operators", min_operators, max_operators, 1)
+    _check_range("sources", min_sources, max_sources, 1)
+    if min_sources > max_operators:
+        raise InvalidArgument(f"min_sources={min_sources} exceeds max_operators={max_operators}")
+    _check_probability("uid_probability", uid_probability)
+    _check_probability("uid_hash_probability", uid_hash_probability)
+    _check_range("parallelism", parallelism[0], parallelism[1], 1)
+    config = _Config(
+        min_operators=min_operators,
+        max_operators=max_operators,
+        min_sources=min_sources,
+        max_sources=max_sources,
+        uid_probability=uid_probability,
+        uid_hash_probability=uid_hash_probability,
+        parallelism=(parallelism[0], parallelism[1]),
+        default_parallelism=bool(default_parallelism),
+        max_parallelisms=_check_choices("max_parallelisms", max_parallelisms, int),
+        partitioners=_check_choices("partitioners", partitioners, Partitioner),
+        exchange_modes=_check_choices("exchange_modes", exchange_modes, ExchangeMode),
+        slot_sharing_groups=_check_choices("slot_sharing_groups", slot_sharing_groups, str),
+        chaining_strategies=_check_choices(
+            "chaining_strategies", chaining_strategies, ChainingStrategy
+        ),
+        chaining_disabled=chaining_disabled,
+        chain_different_max_parallelism=chain_different_max_parallelism,
+        unions=bool(unions),
+        two_inputs=bool(two_inputs),
+        multi_edges=bool(multi_edges),
+        fan_out=bool(fan_out),
+        source_kinds=_check_choices("source_kinds", source_kinds, SourceKind),
+        yielding_sinks=bool(yielding_sinks),
+    )
+    if None in config.partitioners or None in config.exchange_modes:
+        raise InvalidArgument("partitioners and exchange_modes cannot contain None")
+    return _topologies(config)
+
+
+_BOOLEANS = st.booleans()
+
+
+def _chance(draw, p: float) -> bool:
+    """True with probability ``p`` (to 1/1024); shrinks to False, the feature switched off.
+
+    Hypothesis draws bounded integers with a bias towards small values, but its booleans are
+    fair, so a uniform number is bisected one boolean at a time until it is known to fall on
+    either side of the threshold (two draws on average).
+    """
+    if p <= 0.0:
+        return False
+    if p >= 1.0:
+        return True
+    threshold = round((1.0 - p) * 1024)
+    low, high = 0, 1024  # the number lies in [low, high)
+    while low < threshold < high:
+        middle = (low + high) // 2
+        if draw(_BOOLEANS):
+            low = middle
+        else:
+            high = middle
+    return low >= threshold
+
+
+def _pick(draw, values: Sequence):
+    """A uniformly chosen element, shrinking towards the first (for values whose share
+    matters: each feature must show up in a fair share of examples)."""
+    count = len(values)
+    for i in range(count - 1):
+        if not _chance(draw, (count - i - 1) / (count - i)):
+            return values[i]
+    return values[-1]
+
+
+def _any(draw, values: Sequence):
+    """Some element, in one draw (for names, whose share does not matter)."""
+    return values[0] if len(values) == 1 else values[draw(st.integers(0, len(values) - 1))]
+
+
+def _recent(draw, candidates: Sequence[int]) -> int:
+    """One of ``candidates``, shrinking towards the last (a straight pipeline)."""
+    return candidates[-1 - draw(st.integers(0, len(candidates) - 1))]
+
+
+def _either(*probabilities: float) -> float:
+    """Probability that at least one of several independent events happens."""
+    none = 1.0
+    for p in probabilities:
+        none *= 1.0 - min(max(p, 0.0), 1.0)
+    return 1.0 - none
+
+
+@st.composite
+def _topologies(draw, cfg: _Config) -> Topology:
+    count = draw(st.integers(cfg.min_operators, cfg.max_operators))
+    chaining_enabled = (
+        not cfg.chaining_disabled
+        if cfg.chaining_disabled is not None
+        else not _chance(draw, _P_CHAINING_DISABLED)
+    )
+    chain_different = (
+        cfg.chain_different_max_parallelism
+        if cfg.chain_different_max_parallelism is not None
+        else not _chance(draw, _P_SAME_MAX_PARALLELISM)
+    )
+    low, high = cfg.parallelism
+    parallelisms = ([-1] if cfg.default_parallelism else []) + list(range(low, high + 1))
+    groups = cfg.slot_sharing_groups
+    strategies = cfg.chaining_strategies
+    # Rare attributes hide behind one gate per node or edge (most are plain), which keeps the
+    # number of draws per operator low; inside, each attribute gets its conditional
+    # probability so that its overall share stays what the constant says.
+    p_group = _P_SLOT_SHARING if len(groups) > 1 else 0.0
+    p_strategy = _P_STRATEGY if len(strategies) > 1 else 0.0
+    node_gate = _either(
+        p_group, p_strategy, _P_MAX_PARALLELISM, cfg.uid_probability, cfg.uid_hash_probability
+    )
+    forward_ok = Partitioner.FORWARD in cfg.partitioners
+    other_partitioners = [p for p in cfg.partitioners if p is not Partitioner.FORWARD]
+    p_partitioner = (_P_REPARTITION if other_partitioners else 0.0) if forward_ok else 1.0
+    base_exchange = ExchangeMode.UNDEFINED if ExchangeMode.UNDEFINED in cfg.exchange_modes else None
+    other_exchanges = [m for m in cfg.exchange_modes if m is not base_exchange]
+    p_exchange = (_P_EXCHANGE if other_exchanges else 0.0) if base_exchange else 1.0
+    edge_gate = _either(p_partitioner, p_exchange)
+    p_multi_input = _either(
+        _P_TWO_INPUT if cfg.two_inputs else 0.0, _P_UNION if cfg.unions else 0.0
+    )
+
+    ops: list[dict] = []
+    edges: list[Edge] = []
+    has_output = [False] * count
+    open_nodes: list[int] = []  # operators without outputs yet (when fan-out is off)
+    sources = 0
+    seen_uids: set[bytes] = set()
+    seen_hashes: set[str] = set()
+
+    def edge(source: int, target: int, type_number: int) -> None:
+        partitioner = Partitioner.FORWARD
+        exchange = base_exchange
+        if _chance(draw, edge_gate):
+            if _chance(draw, p_partitioner / edge_gate):
+                partitioner = _pick(draw, other_partitioners)
+            if _chance(draw, p_exchange / edge_gate):
+                exchange = _pick(draw, other_exchanges)
+        if partitioner is Partitioner.FORWARD and (
+            ops[source]["parallelism"] != ops[target]["parallelism"]
+        ):
+            partitioner = Partitioner.REBALANCE  # Flink's choice where FORWARD cannot be
+        edges.append(Edge(source, target, partitioner, type_number, exchange))
+
+    for node in range(count):
+        needed = cfg.min_sources - sources
+        is_source = (
+            node == 0
+            or count - node <= needed
+            or (sources < cfg.max_sources and _chance(draw, _P_SOURCE))
+        )
+        inputs: list[tuple[int, int]] = []  # (upstream, type_number)
+        if is_source:
+            sources += 1
+            kind = _pick(draw, cfg.source_kinds)
+            name = "Source: " + _any(draw, _SOURCE_NAMES)
+            par = _pick(draw, parallelisms)
+            group = groups[0]
+            strategy = (
+                ChainingStrategy.HEAD
+                if kind is SourceKind.LEGACY and ChainingStrategy.HEAD in strategies
+                else strategies[0]
+            )
+        else:
+            kind = None
+            candidates = list(range(node)) if cfg.fan_out else open_nodes
+            first = _recent(draw, candidates)
+            inputs = [(first, 0)]
+            names = _OPERATOR_NAMES
+            if _chance(draw, p_multi_input):
+                if cfg.two_inputs and (
+                    not cfg.unions or _chance(draw, _P_TWO_INPUT / p_multi_input)
+                ):
+                    second = (
+                        first
+                        if cfg.multi_edges and _chance(draw, _P_SAME_INPUT)
+                        else _recent(draw, candidates)
+                    )
+                    inputs = [(first, 1), (second, 2)]
+                    names = _TWO_INPUT_NAMES
+                else:
+                    for _ in range(1 + _chance(draw, 0.5)):
+                        repeat = cfg.multi_edges and _chance(draw, _P_SAME_INPUT)
+                        upstream = inputs[-1][0] if repeat else _recent(draw, candidates)
+                        inputs.append((upstream, 0))
+            name = _any(draw, names)
+            ups = [u for u, _ in inputs]
+            if not cfg.multi_edges and len(set(ups)) < len(ups):
+                inputs, ups = [(first, 0)], [first]  # no duplicate pairs: a plain input
+            par = (
+                _pick(draw, parallelisms)
+                if _chance(draw, _P_NEW_PARALLELISM)
+                else ops[first]["parallelism"]
+            )
+            # Flink places an operator in its inputs' group when they agree, else "default".
+            up_groups = {ops[u]["slot_sharing_group"] for u in ups}
+            group = up_groups.pop() if len(up_groups) == 1 else groups[0]
+            strategy = strategies[0]
+        max_par = -1
+        uid = None
+        uid_hash = None
+        if _chance(draw, node_gate):
+            if _chance(draw, p_group / node_gate):
+                group = _pick(draw, groups)
+            if _chance(draw, p_strategy / node_gate):
+                strategy = _pick(draw, strategies)
+            if _chance(draw, _P_MAX_PARALLELISM / node_gate):
+                max_par = _pick(draw, cfg.max_parallelisms)
+            if _chance(draw, cfg.uid_probability / node_gate):
+                uid = _uid(draw, seen_uids, node)
+            if _chance(draw, cfg.uid_hash_probability / node_gate):
+                uid_hash = draw(st.binary(min_size=16, max_size=16)).hex()
+                if uid_hash in seen_hashes:
+                    uid_hash = None
+                seen_hashes.add(uid_hash)
+        ops.append(
+            {
+                "id": node,
+                "name": name,
+                "parallelism": par,
+                "max_parallelism": max_par,
+                "slot_sharing_group": group,
+                "chaining_strategy": strategy,
+                "uid": uid,
+                "uid_hash": uid_hash,
+                "source": kind,
+            }
+        )
+        for upstream, type_number in inputs:
+            edge(upstream, node, type_number)
+            if not has_output[upstream]:
+                has_output[upstream] = True
+                open_nodes.remove(upstream)
+        open_nodes.append(node)
+
+    operators = []
+    for node, op in enumerate(ops):
+        yielding = False
+        if (
+            cfg.yielding_sinks
+            and not has_output[node]
+            and op["source"] is None
+            and _chance(draw, _P_YIELDING_SINK)
+        ):
+            yielding = True
+            op["name"] = "Sink: Writer"
+        operators.append(Operator(yielding=yielding, **op))
+    return Topology(
+        operators,
+        edges,
+        chaining_enabled=chaining_enabled,
+        chain_different_max_parallelism=chain_different,
+    )
+
+
+def _uid(draw, seen: set[bytes], node: int) -> str:
+    """A readable or arbitrary uid, distinct from ``seen`` once encoded as Java would (UTF-8
+    with lone surrogates as "?"), so the graph is a topology rather than a hash collision."""
+    uid = draw(st.text(min_size=1, max_size=8)) if _chance(draw, _P_TEXT_UID) else _any(
+        draw, _UID_WORDS
+    )
+    while uid.encode("utf-8", "replace") in seen:
+        uid = f"{uid}-{node}"
+    seen.add(uid.encode("utf-8", "replace"))
+    return uid
+
+
+# -- refactorings ------------------------------------------------------------------------------
+
+#: Every kind of edit :func:`refactorings` knows.
+REFACTORING_KINDS = (
+    "rename",
+    "parallelism",
+    "insert",
+    "sink",
+    "uid",
+    "remove_uid",
+    "break_chain",
+    "repartition",
+)
+
+
+@dataclass(frozen=True)
+class Refactoring:
+    """One edit of a topology and the state IDs it may change.
+
+    ``may_change`` holds the ids of ``before``'s operators whose state ID (``setUidHash`` ID if
+    set, else OperatorID) may differ in ``after``; ``added`` the ids of operators the edit
+    created. Operators keep their ids across the edit.
+
+    The set follows from Flink's hasher: an operator with a uid has the uid's hash; any other
+    operator's hash is a function of its place in the breadth-first walk (the count of hashes
+    before it), its number of chainable outputs and its inputs' hashes in order. So an operator
+    may change when its uid changes, or, without a uid, when its walk position, its chainable
+    outputs or its input list change, or an input's hash may change. This is computed over both
+    graphs (walk order and Flink's chaining rule), not guessed per kind: inserting an operator
+    shifts the walk count of everything hashed after it, and a new chainable edge changes the
+    upstream operator's hash. It is an upper bound, and tight up to hash collisions.
+    """
+
+    kind: str
+    description: str
+    before: Topology
+    after: Topology
+    may_change: frozenset[int]
+    added: frozenset[int] = frozenset()
+
+
+def refactorings(
+    topology: Topology, kinds: Sequence[str] = REFACTORING_KINDS
+) -> st.SearchStrategy[Refactoring]:
+    """Random edits of ``topology`` drawn from ``kinds`` (see :data:`REFACTORING_KINDS`).
+
+    * ``rename``: another operator name (changes nothing).
+    * ``parallelism``: another parallelism for one operator (FORWARD edges it breaks become
+      REBALANCE).
+    * ``insert``: a new operator on one edge, upstream of the edge's target.
+    * ``sink``: a new sink behind one operator.
+    * ``uid`` / ``remove_uid``: pin an operator with a uid, or drop its uid.
+    * ``break_chain``: ``startNewChain()`` or ``disableChaining()`` on a chained operator.
+    * ``repartition``: another partitioner on one edge (a keyBy, a rebalance, ...).
+
+    Only kinds that apply to the topology are drawn (``break_chain`` needs a chained edge,
+    ``remove_uid`` a uid, ...); if none applies the example is rejected. Use it as
+    ``topologies().flatmap(refactorings)``.
+    """
+    unknown = [k for k in kinds if k not in REFACTORING_KINDS]
+    if unknown or not kinds:
+        raise InvalidArgument(
+            f"unknown refactoring kind {unknown[0] if unknown else None!r} "
+            f"(known: {', '.join(REFACTORING_KINDS)})"
+        )
+    if not isinstance(topology, Topology):
+        raise InvalidArgument(f"refactorings() needs a Topology, got {type(topology).__name__}")
+    applicable = [k for k in kinds if _APPLIES[k](topology)]
+    if not applicable:
+        return st.nothing()
+    return _refactorings(topology, tuple(applicable))
+
+
+@st.composite
+def _refactorings(draw, before: Topology, kinds: tuple[str, ...]) -> Refactoring:
+    kind = _pick(draw, kinds)
+    ops = list(before.operators)
+    edges = list(before.edges)
+    fresh = max(op.id for op in ops) + 1
+    added: frozenset[int] = frozenset()
+
+    if kind == "rename":
+        at = draw(st.integers(0, len(ops) - 1))
+        old = ops[at]
+        name = _pick(draw, ("Renamed", "Map (v2)", "Bereinigen", "x -> y", ""))
+        if name == old.name:
+            name += " (renamed)"
+        ops[at] = dataclasses.replace(old, name=name)
+        text = f"rename operator {old.id} {old.name!r} to {name!r}"
+    elif kind == "parallelism":
+        at = draw(st.integers(0, len(ops) - 1))
+        old = ops[at]
+        par = _pick(draw, [p for p in (-1, 1, 2, 3, 4, 8) if p != old.parallelism])
+        ops[at] = dataclasses.replace(old, parallelism=par)
+        for i, e in enumerate(edges):
+            if e.partitioner is Partitioner.FORWARD and old.id in (e.source, e.target):
+                other = ops[before.index_of(e.target if e.source == old.id else e.source)]
+                if other.parallelism != par:
+                    edges[i] = dataclasses.replace(e, partitioner=Partitioner.REBALANCE)
+        text = f"set the parallelism of operator {old.id} {old.name!r} to {par}"
+    elif kind == "insert":
+        at = draw(st.integers(0, len(edges) - 1))
+        old = edges[at]
+        up = before.operator(old.source)
+        name = _pick(draw, ("Filter", "Map", "Enrich"))
+        ops.append(
+            Operator(
+                id=fresh,
+                name=name,
+                parallelism=up.parallelism,
+                max_parallelism=up.max_parallelism,
+                slot_sharing_group=up.slot_sharing_group,
+            )
+        )
+        # The new edges take the old one's place in the upstream's outputs and in the
+        # downstream's inputs.
+        edges[at : at + 1] = [
+            Edge(old.source, fresh),
+            dataclasses.replace(old, source=fresh),
+        ]
+        added = frozenset({fresh})
+        text = f"insert {name!r} ({fresh}) between operators {old.source} and {old.target}"
+    elif kind == "sink":
+        at = draw(st.integers(0, len(ops) - 1))
+        up = ops[at]
+        ops.append(
+            Operator(
+                id=fresh,
+                name="Sink: Audit",
+                parallelism=up.parallelism,
+                max_parallelism=up.max_parallelism,
+                slot_sharing_group=up.slot_sharing_group,
+                yielding=True,
+            )
+        )
+        edges.append(Edge(up.id, fresh))
+        added = frozenset({fresh})
+        text = f"add a sink ({fresh}) behind operator {up.id} {up.name!r}"
+    elif kind == "uid":
+        at = _pick(draw, [i for i, op in enumerate(ops) if op.uid is None])
+        old = ops[at]
+        taken = {op.uid.encode("utf-8", "replace") for op in ops if op.uid is not None}
+        uid = _pick(draw, _UID_WORDS)
+        while uid.encode("utf-8", "replace") in taken:
+            uid += "'"
+        ops[at] = dataclasses.replace(old, uid=uid)
+        text = f"set uid {uid!r} on operator {old.id} {old.name!r}"
+    elif kind == "remove_uid":
+        at = _pick(draw, [i for i, op in enumerate(ops) if op.uid is not None])
+        old = ops[at]
+        ops[at] = dataclasses.replace(old, uid=None)
+        text = f"remove uid {old.uid!r} from operator {old.id} {old.name!r}"
+    elif kind == "break_chain":
+        chained = [i for i, c in enumerate(flink_chaining(before)) if c]
+        e = edges[_pick(draw, chained)]
+        at = before.index_of(e.target)
+        old = ops[at]
+        strategy = _pick(draw, (ChainingStrategy.HEAD, ChainingStrategy.NEVER))
+        ops[at] = dataclasses.replace(old, chaining_strategy=strategy)
+        call = "startNewChain()" if strategy is ChainingStrategy.HEAD else "disableChaining()"
+        text = f"{call} on operator {old.id} {old.name!r}"
+    else:  # repartition
+        at = draw(st.integers(0, len(edges) - 1))
+        old = edges[at]
+        equal = before.operator(old.source).parallelism == before.operator(old.target).parallelism
+        choices = [
+            p
+            for p in Partitioner
+            if p is not old.partitioner and (equal or p is not Partitioner.FORWARD)
+        ]
+        new = _pick(draw, choices)
+        edges[at] = dataclasses.replace(old, partitioner=new)
+        text = (
+            f"partition the edge {old.source} -> {old.target} by {new.value} "
+            f"instead of {old.partitioner.value}"
+        )
+    after = Topology(
+        ops,
+        edges,
+        chaining_enabled=before.chaining_enabled,
+        chain_different_max_parallelism=before.chain_different_max_parallelism,
+    )
+    return Refactoring(kind, text, before, after, _state_id_changes(before, after), added)
+
+
+def _has_edges(t: Topology) -> bool:
+    return bool(t.edges)
+
+
+_APPLIES = {
+    "rename": lambda t: True,
+    "parallelism": lambda t: True,
+    "insert": _has_edges,
+    "sink": lambda t: True,
+    "uid": lambda t: any(op.uid is None for op in t.operators),
+    "remove_uid": lambda t: any(op.uid is not None for op in t.operators),
+    "break_chain": lambda t: any(flink_chaining(t)),
+    "repartition": _has_edges,
+}
+
+
+def _walk_positions(topology: Topology) -> list[int]:
+    """Each operator's place in Flink's breadth-first hashing walk (the node-local counter).
+
+    Only the order matters here, not the hashes: an operator with a uid is hashed when first
+    dequeued, any other one once all its inputs are, and is re-enqueued by a later input.
+    """
+    ops = topology.operators
+    ins = topology.in_edges
+    outs = topology.out_edges
+    ends = topology.edge_ends
+    position = [-1] * len(ops)
+    visited = [False] * len(ops)
+    queue = deque(topology.sources)
+    for node in queue:
+        visited[node] = True
+    count = 0
+    while queue:
+        node = queue.popleft()
+        if ops[node].uid is None and any(position[ends[e][0]] < 0 for e in ins[node]):
+            visited[node] = False
+            continue
+        position[node] = count
+        count += 1
+        for e in outs[node]:
+            target = ends[e][1]
+            if not visited[target]:
+                visited[target] = True
+                queue.append(target)
+    return position
+
+
+def _state_id_changes(before: Topology, after: Topology) -> frozenset[int]:
+    """Ids of ``before``'s operators whose state ID may differ in ``after`` (see Refactoring)."""
+    walk_before, walk_after = _walk_positions(before), _walk_positions(after)
+    chained_before, chained_after = flink_chaining(before), flink_chaining(after)
+
+    def shape(t: Topology, walk: list[int], chained, node: int):
+        inputs = tuple(t.operators[t.edge_ends[e][0]].id for e in t.in_edges[node])
+        return walk[node], sum(chained[e] for e in t.out_edges[node]), inputs
+
+    known = {op.id for op in before.operators}
+    generated_changes: set[int] = set()  # ids whose generated OperatorID may change
+    for node in after.topological_order:
+        op = after.operators[node]
+        if op.id not in known:
+            generated_changes.add(op.id)
+            continue
+        old_node = before.index_of(op.id)
+        old = before.operators[old_node]
+        if op.uid is not None:
+            changed = op.uid != old.uid
+        else:
+            new_shape = shape(after, walk_after, chained_after, node)
+            changed = (
+                old.uid is not None
+                or new_shape != shape(before, walk_before, chained_before, old_node)
+                or any(i in generated_changes for i in new_shape[2])
+            )
+        if changed:
+            generated_changes.add(op.id)
+    remaining = {op.id for op in after.operators}
+    result = set()
+    for old in before.operators:
+        if old.id not in remaining:
+            result.add(old.id)
+            continue
+        new = after.operator(old.id)
+        if old.uid_hash is None and new.uid_hash is None:
+            if old.id in generated_changes:
+                result.add(old.id)
+        elif (old.uid_hash or "").lower() != (new.uid_hash or "").lower():
+            result.add(old.id)
+    return frozenset(result)

@@ -1,0 +1,193 @@
+"""Inputs and Spark-side observers for the PySpark frontend's tests.
+
+Every test shares the session-scoped ``spark`` fixture of ``pytest_opid.spark_plugin``. The
+observers here ask Spark itself what happened (which stages ran, which operator wrote which
+state directory) so that the tests compare pytest-opid's predictions with Spark, not with
+pytest-opid's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ORDERS_SCHEMA = "order_id long, customer_id long, amount double, ts timestamp"
+CUSTOMERS_SCHEMA = "customer_id long, country string"
+EVENTS_SCHEMA = "user long, page string, ts timestamp"
+
+
+@pytest.fixture(scope="session")
+def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Small batch inputs: ``orders`` as parquet, ``customers`` as JSON lines."""
+    root = tmp_path_factory.mktemp("tables")
+    orders = [
+        (i, i % 7, float(i * 3 % 50), f"2024-01-01 00:{i % 60:02d}:00") for i in range(200)
+    ]
+    (
+        spark.createDataFrame(orders, "order_id long, customer_id long, amount double, ts string")
+        .selectExpr("order_id", "customer_id", "amount", "cast(ts as timestamp) as ts")
+        .coalesce(2)
+        .write.parquet(str(root / "orders"))
+    )
+    customers = root / "customers"
+    customers.mkdir()
+    with (customers / "part-0.json").open("w", encoding="utf-8") as f:
+        for i in range(7):
+            f.write(json.dumps({"customer_id": i, "country": "DE" if i % 2 else "FR"}) + "\n")
+    return {"orders": str(root / "orders"), "customers": str(customers)}
+
+
+@pytest.fixture
+def events_dir(tmp_path: Path) -> Path:
+    """A directory of JSON event files for a file stream source (one micro-batch's worth)."""
+    root = tmp_path / "events"
+    root.mkdir()
+    with (root / "events-0.json").open("w", encoding="utf-8") as f:
+        for i in range(40):
+            event = {"user": i % 5, "page": f"p{i % 3}", "ts": f"2024-01-01 00:00:{i:02d}"}
+            f.write(json.dumps(event) + "\n")
+    return root
+
+
+@contextmanager
+def sql_conf(spark: Any, **settings: str) -> Iterator[None]:
+    """Set SQL settings for a block and restore them after, on the one shared session."""
+    keys = {k.replace("__", "."): v for k, v in settings.items()}
+    before = {k: spark.conf.get(k, None) for k in keys}
+    for k, v in keys.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def _seq(scala_seq: Any) -> list[Any]:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+@pytest.fixture
+def executed_stages(spark: Any) -> Callable[[Any], list[tuple[int, tuple[str, ...]]]]:
+    """Run a DataFrame's executed plan and report the stages Spark ran.
+
+    Each stage is (number of tasks, sorted names of the operators in it). Operators are the
+    RDD operation scopes Spark records per plan node (with whole-stage codegen off, one scope per
+    operator, named by Spark's node name). A scope can show up in two stages: an exchange (map
+    side and read side, left out here) and the operator that triggered a broadcast (the collect
+    for the broadcast runs under its scope); it belongs to the stage of its last RDD. Stages that
+    were skipped (their shuffle output existed already) did not run and are left out.
+    """
+    sc = spark.sparkContext
+
+    def run(df: Any) -> list[tuple[int, tuple[str, ...]]]:
+        group = f"opid-{uuid.uuid4().hex}"
+        sc.setJobGroup(group, "pytest-opid stage check")
+        try:
+            df._jdf.queryExecution().toRdd().count()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.job.description", None)
+        sc._jsc.sc().listenerBus().waitUntilEmpty()
+        tracker = sc.statusTracker()
+        store = sc._jsc.sc().statusStore()
+        ran = []
+        for job in tracker.getJobIdsForGroup(group):
+            for stage in tracker.getJobInfo(job).stageIds:
+                info = tracker.getStageInfo(stage)
+                if info is not None and info.numCompletedTasks > 0:
+                    ran.append((stage, info.numTasks))
+        home: dict[int, tuple[int, int, str]] = {}  # scope -> (last RDD id, stage, name)
+        for stage, _ in ran:
+            todo = [store.operationGraphForStage(stage).rootCluster()]
+            while todo:
+                cluster = todo.pop()
+                todo.extend(_seq(cluster.childClusters()))
+                rdds = [node.id() for node in _seq(cluster.childNodes())]
+                if not rdds or cluster.id().startswith("stage_"):
+                    continue
+                last = max(rdds)
+                if cluster.id() not in home or home[cluster.id()][0] < last:
+                    home[cluster.id()] = (last, stage, cluster.name().strip())
+        members: dict[int, list[str]] = {stage: [] for stage, _ in ran}
+        for _, stage, name in home.values():
+            if name != "Exchange":
+                members[stage].append(name)
+        return sorted((tasks, tuple(sorted(members[stage]))) for stage, tasks in ran)
+
+    return run
+
+
+def predicted_stages(fingerprint: Any) -> list[tuple[int, tuple[str, ...]]]:
+    """A fingerprint's job vertices in the form of :func:`executed_stages` (Spark's RDD scope
+    of a file scan is ``Scan <format>``, pytest-opid's node ``FileScan <format>``)."""
+    names = {op.node: op.name for op in fingerprint.operators}
+    stages = []
+    for vertex in fingerprint.job_vertices:
+        members = []
+        for node in vertex.nodes:
+            name = names[node]
+            if name.startswith("FileScan "):
+                name = name[len("File") :]
+            if name != "Exchange":
+                members.append(name)
+        stages.append((vertex.parallelism, tuple(sorted(members))))
+    return sorted(stages)
+
+
+@pytest.fixture
+def run_available_now() -> Callable[..., Path]:
+    """Start a streaming DataFrame on a fresh checkpoint, let it process everything available
+    (one micro-batch of the file source) and stop; return the checkpoint directory."""
+
+    def run(df: Any, checkpoint: Path, output_mode: str = "append") -> Path:
+        query = (
+            df.writeStream.format("noop")
+            .outputMode(output_mode)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            query.awaitTermination(120)
+            if query.exception() is not None:
+                raise AssertionError(f"the streaming query failed: {query.exception()}")
+            assert query.lastProgress is not None, "the query processed no batch"
+        finally:
+            query.stop()
+        return checkpoint
+
+    return run
+
+
+def state_directories(checkpoint: Path) -> dict[int, str]:
+    """``state/<n>`` -> the operator name Spark wrote into that directory's metadata."""
+    found = {}
+    for directory in sorted((checkpoint / "state").iterdir()):
+        metadata = directory / "_metadata" / "metadata"
+        lines = metadata.read_text(encoding="utf-8").splitlines()
+        info = json.loads(lines[1])["operatorInfo"]
+        assert info["operatorId"] == int(directory.name)
+        found[int(directory.name)] = info["operatorName"]
+    return found
+
+
+def state_key_fields(checkpoint: Path, state_operator_id: int) -> set[str]:
+    """Column names of the key schema Spark stored for ``state/<n>`` (partition 0)."""
+    schema = checkpoint / "state" / str(state_operator_id) / "0" / "_metadata" / "schema"
+    text = schema.read_bytes().decode("utf-8", "replace")
+    fields: set[str] = set()
+    start = text.find('{"type":"struct"')
+    if start >= 0:
+        key, _ = json.JSONDecoder().raw_decode(text[start:])
+        fields = {f["name"] for f in key["fields"]}
+    return fields
