@@ -36,8 +36,10 @@ def test_orders_job(opid):
 @pytest.mark.stable_topology(check="ids")
 @pytest.mark.parametrize("parallelism", [2, 8])
 def test_orders_job_rescaled(opid, parallelism):
+    rescaled = opid.record(orders_job(parallelism=parallelism))
     # Rescaling changes no OperatorID: Flink hashes the graph's shape, not its parallelism.
-    opid.record(orders_job(parallelism=parallelism))
+    default = pytest_opid.fingerprint(orders_job())
+    assert [o.operator_id for o in rescaled.operators] == [o.operator_id for o in default.operators]
 
 
 def test_validating_orders_keeps_the_state():

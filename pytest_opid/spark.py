@@ -629,21 +629,24 @@ def _read_plan(obj: Any) -> tuple[str, list[str] | None, bool]:
             "its plan lives on the server, out of reach of py4j. Build the pipeline with a "
             "classic (local) SparkSession in tests"
         )
-    if hasattr(obj, "_jsq"):  # pyspark.sql.streaming.StreamingQuery
+    from pyspark.sql import DataFrame  # lazy: pyspark is an optional extra
+    from pyspark.sql.streaming import StreamingQuery
+
+    if isinstance(obj, StreamingQuery):
         execution = obj._jsq.streamingQuery()
         session = _stream_session(execution)
         plan = _incremental_plan(session, execution.analyzedPlan(), execution.outputMode())
         return plan.toJSON(), None, True
-    jdf = getattr(obj, "_jdf", None)
-    if jdf is None or not hasattr(obj, "isStreaming"):
+    if not isinstance(obj, DataFrame):
         hint = ""
         if module.startswith("pandas"):
             hint = "; a pandas DataFrame is not a Spark plan (spark.createDataFrame(pdf) makes one)"
         elif module.startswith("pyspark.pandas"):
             hint = "; convert a pandas-on-Spark DataFrame with .to_spark()"
-        elif type(obj).__name__ == "RDD" or hasattr(obj, "_jrdd"):
+        elif type(obj).__name__ == "RDD":
             hint = "; an RDD has no SQL plan (rdd.toDF() makes a DataFrame of it)"
         raise TypeError(f"pytest_opid.spark accepts {_ACCEPTED}; got {name}{hint}")
+    jdf = obj._jdf
     execution = jdf.queryExecution()
     session = jdf.sparkSession()
     if jdf.isStreaming():

@@ -446,8 +446,10 @@ def _topologies(draw, cfg: _Config) -> Topology:
 def _uid(draw, seen: set[bytes], node: int) -> str:
     """A readable or arbitrary uid, distinct from ``seen`` once encoded as Java would (UTF-8
     with lone surrogates as "?"), so the graph is a topology rather than a hash collision."""
-    uid = draw(st.text(min_size=1, max_size=8)) if _chance(draw, _P_TEXT_UID) else _any(
-        draw, _UID_WORDS
+    uid = (
+        draw(st.text(min_size=1, max_size=8))
+        if _chance(draw, _P_TEXT_UID)
+        else _any(draw, _UID_WORDS)
     )
     while uid.encode("utf-8", "replace") in seen:
         uid = f"{uid}-{node}"

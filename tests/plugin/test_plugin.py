@@ -65,6 +65,14 @@ def orders(*, insert_filter=False, renamed=False, pins=None, window_parallelism=
     return {"nodes": nodes, "edges": edges}
 
 
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When this suite itself runs under pytest-xdist, the inner sessions must not believe
+    they are workers (syrupy asks the environment), or they print no snapshot report."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester):
     pytester.makepyfile(test_pipeline=MODULE)
@@ -386,3 +394,29 @@ def test_syrupy_extension_directly_and_the_default_check(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["FAILED test_direct.py::test_with_syrupy_directly*"])
     pytester.makeini("[pytest]\nopid_check = chains\n")
     run(pytester).assert_outcomes(passed=1, failed=1)
+
+    # Renames pass without touching the file; --snapshot-update writes them (the marked test).
+    write(pytester, "orders.json", orders(renamed=True))
+    marked = pytester.path / "__snapshots__" / "test_direct" / "test_default_check.opid"
+    before = marked.read_text()
+    run(pytester).assert_outcomes(passed=2)
+    assert marked.read_text() == before
+    result = run(pytester, "--snapshot-update")
+    result.stdout.fnmatch_lines(["*1 snapshot passed. 1 snapshot updated.*"])
+    assert '"Count per customer"' in marked.read_text()
+
+
+def test_the_plugin_imports_nothing_heavy():
+    """Every pytest session imports the plugin; PySpark, Hypothesis, syrupy and the snapshot
+    machinery must wait until a test uses them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest_opid.plugin; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pyspark', 'hypothesis', 'syrupy', 'py4j') or m in "
+        "('pytest_opid.snapshot', 'pytest_opid.diff', 'pytest_opid.report', 'pytest_opid.spark')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

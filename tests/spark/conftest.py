@@ -10,25 +10,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-ORDERS_SCHEMA = "order_id long, customer_id long, amount double, ts timestamp"
-CUSTOMERS_SCHEMA = "customer_id long, country string"
-EVENTS_SCHEMA = "user long, page string, ts timestamp"
 
 
 @pytest.fixture(scope="session")
 def tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Small batch inputs: ``orders`` as parquet, ``customers`` as JSON lines."""
     root = tmp_path_factory.mktemp("tables")
-    orders = [
-        (i, i % 7, float(i * 3 % 50), f"2024-01-01 00:{i % 60:02d}:00") for i in range(200)
-    ]
+    orders = [(i, i % 7, float(i * 3 % 50), f"2024-01-01 00:{i % 60:02d}:00") for i in range(200)]
     (
         spark.createDataFrame(orders, "order_id long, customer_id long, amount double, ts string")
         .selectExpr("order_id", "customer_id", "amount", "cast(ts as timestamp) as ts")
@@ -53,23 +46,6 @@ def events_dir(tmp_path: Path) -> Path:
             event = {"user": i % 5, "page": f"p{i % 3}", "ts": f"2024-01-01 00:00:{i:02d}"}
             f.write(json.dumps(event) + "\n")
     return root
-
-
-@contextmanager
-def sql_conf(spark: Any, **settings: str) -> Iterator[None]:
-    """Set SQL settings for a block and restore them after, on the one shared session."""
-    keys = {k.replace("__", "."): v for k, v in settings.items()}
-    before = {k: spark.conf.get(k, None) for k in keys}
-    for k, v in keys.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def _seq(scala_seq: Any) -> list[Any]:
@@ -127,23 +103,6 @@ def executed_stages(spark: Any) -> Callable[[Any], list[tuple[int, tuple[str, ..
     return run
 
 
-def predicted_stages(fingerprint: Any) -> list[tuple[int, tuple[str, ...]]]:
-    """A fingerprint's job vertices in the form of :func:`executed_stages` (Spark's RDD scope
-    of a file scan is ``Scan <format>``, pytest-opid's node ``FileScan <format>``)."""
-    names = {op.node: op.name for op in fingerprint.operators}
-    stages = []
-    for vertex in fingerprint.job_vertices:
-        members = []
-        for node in vertex.nodes:
-            name = names[node]
-            if name.startswith("FileScan "):
-                name = name[len("File") :]
-            if name != "Exchange":
-                members.append(name)
-        stages.append((vertex.parallelism, tuple(sorted(members))))
-    return sorted(stages)
-
-
 @pytest.fixture
 def run_available_now() -> Callable[..., Path]:
     """Start a streaming DataFrame on a fresh checkpoint, let it process everything available
@@ -167,27 +126,3 @@ def run_available_now() -> Callable[..., Path]:
         return checkpoint
 
     return run
-
-
-def state_directories(checkpoint: Path) -> dict[int, str]:
-    """``state/<n>`` -> the operator name Spark wrote into that directory's metadata."""
-    found = {}
-    for directory in sorted((checkpoint / "state").iterdir()):
-        metadata = directory / "_metadata" / "metadata"
-        lines = metadata.read_text(encoding="utf-8").splitlines()
-        info = json.loads(lines[1])["operatorInfo"]
-        assert info["operatorId"] == int(directory.name)
-        found[int(directory.name)] = info["operatorName"]
-    return found
-
-
-def state_key_fields(checkpoint: Path, state_operator_id: int) -> set[str]:
-    """Column names of the key schema Spark stored for ``state/<n>`` (partition 0)."""
-    schema = checkpoint / "state" / str(state_operator_id) / "0" / "_metadata" / "schema"
-    text = schema.read_bytes().decode("utf-8", "replace")
-    fields: set[str] = set()
-    start = text.find('{"type":"struct"')
-    if start >= 0:
-        key, _ = json.JSONDecoder().raw_decode(text[start:])
-        fields = {f["name"] for f in key["fields"]}
-    return fields

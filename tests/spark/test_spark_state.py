@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EVENTS_SCHEMA, state_directories, state_key_fields
 
 import pytest_opid
 from pytest_opid.diff import compare, render
+from tests.spark.spark_checks import EVENTS_SCHEMA, state_directories, state_key_fields
 
 
 def _events(spark: Any, path: Path) -> Any:
@@ -33,12 +33,11 @@ def _queries(spark: Any, events: Path, more: Path) -> dict[str, tuple[Any, str]]
         "dedup_watermark": (watermarked.dropDuplicates(["user", "ts"]), "append"),
         "dedup_within_watermark": (watermarked.dropDuplicatesWithinWatermark(["user"]), "append"),
         "windowed_aggregation": (
-            watermarked.groupBy(pytest_opid_window(watermarked), "page").count(),
+            watermarked.groupBy(_window(watermarked), "page").count(),
             "append",
         ),
         "stream_stream_join": (
-            watermarked.selectExpr("user AS viewer", "ts AS viewed")
-            .join(
+            watermarked.selectExpr("user AS viewer", "ts AS viewed").join(
                 clicks.selectExpr("user AS clicker", "ts AS clicked"),
                 _join_condition(),
             ),
@@ -51,7 +50,7 @@ def _queries(spark: Any, events: Path, more: Path) -> dict[str, tuple[Any, str]]
     }
 
 
-def pytest_opid_window(df: Any) -> Any:
+def _window(df: Any) -> Any:
     from pyspark.sql import functions as F
 
     return F.window(df.ts, "10 seconds")
@@ -60,9 +59,7 @@ def pytest_opid_window(df: Any) -> Any:
 def _join_condition() -> Any:
     from pyspark.sql import functions as F
 
-    return F.expr(
-        "viewer = clicker AND clicked BETWEEN viewed AND viewed + INTERVAL 30 SECONDS"
-    )
+    return F.expr("viewer = clicker AND clicked BETWEEN viewed AND viewed + INTERVAL 30 SECONDS")
 
 
 @pytest.fixture
@@ -129,9 +126,7 @@ def test_numbering_is_pre_order_parent_first_left_before_right(
     assert state_key_fields(checkpoint, 2) == {"user", "ts"}
 
 
-def test_streaming_query_has_the_fingerprint_of_its_dataframe(
-    spark, events_dir, tmp_path
-):
+def test_streaming_query_has_the_fingerprint_of_its_dataframe(spark, events_dir, tmp_path):
     df = _events(spark, events_dir).dropDuplicates(["user", "page"]).groupBy("page").count()
     expected = pytest_opid.fingerprint(df)
     query = (

@@ -1,0 +1,124 @@
+"""Fingerprints depend on the pipeline's shape only: not on the session, the process, adaptive
+execution, column names or literals."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest_opid
+from tests.spark.spark_checks import events_pipeline, orders_pipeline, sql_conf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Built in a fresh interpreter with its own SparkSession; argv: tables JSON, events dir, master,
+# adaptive execution on/off.
+SCRIPT = """
+import json, sys
+from pyspark.sql import SparkSession
+import pytest_opid
+from tests.spark.spark_checks import events_pipeline, orders_pipeline
+
+tables, events, master, adaptive = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+spark = (
+    SparkSession.builder.master(master)
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.shuffle.partitions", "4")
+    .config("spark.sql.adaptive.enabled", adaptive)
+    .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")  # faster JVM start
+    .getOrCreate()
+)
+spark.sparkContext.setLogLevel("ERROR")
+batch = pytest_opid.fingerprint(orders_pipeline(spark, tables))
+stream = pytest_opid.fingerprint(events_pipeline(spark, events))
+print("FINGERPRINTS " + json.dumps([batch.to_dict(), stream.to_dict()]))
+spark.stop()
+"""
+
+
+def _fingerprints_in_subprocesses(tables, events, variants):
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, json.dumps(tables), str(events), master, adaptive],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for master, adaptive in variants
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        line = next(line for line in out.splitlines() if line.startswith("FINGERPRINTS "))
+        results.append(json.loads(line[len("FINGERPRINTS ") :]))
+    return results
+
+
+def test_same_dataframe_in_two_fresh_processes(spark, tables, events_dir):
+    here = [
+        pytest_opid.fingerprint(orders_pipeline(spark, tables)).to_dict(),
+        pytest_opid.fingerprint(events_pipeline(spark, str(events_dir))).to_dict(),
+    ]
+    # two more SparkSessions: one core with adaptive execution on, two cores with it off
+    first, second = _fingerprints_in_subprocesses(
+        tables, events_dir, [("local[1]", "true"), ("local[2]", "false")]
+    )
+    assert first == second == here
+    assert here[1]["state_operators"]  # the streaming job's state ids were compared too
+
+
+def test_renamed_columns_and_changed_literals_keep_the_fingerprint(spark, tables, events_dir):
+    batch = pytest_opid.fingerprint(orders_pipeline(spark, tables))
+    rebuilt = pytest_opid.fingerprint(
+        orders_pipeline(
+            spark, tables, key="cust", value="eur", total="revenue", threshold=99.5, country="DE"
+        )
+    )
+    assert rebuilt.to_dict() == batch.to_dict()
+
+    stream = pytest_opid.fingerprint(events_pipeline(spark, str(events_dir)))
+    restream = pytest_opid.fingerprint(
+        events_pipeline(
+            spark, str(events_dir), user="uid", page="path", delay="5 minutes", window="1 hour"
+        )
+    )
+    assert restream.to_dict() == stream.to_dict()
+
+
+def test_adaptive_execution_does_not_change_the_fingerprint(spark, tables):
+    expected = pytest_opid.fingerprint(orders_pipeline(spark, tables)).to_dict()
+    with sql_conf(spark, {"spark.sql.adaptive.enabled": "true"}):
+        df = orders_pipeline(spark, tables)
+        assert df._jdf.queryExecution().executedPlan().nodeName() == "AdaptiveSparkPlan"
+        assert pytest_opid.fingerprint(df).to_dict() == expected
+        df.collect()  # AQE re-optimises at run time; the fingerprint keeps the static plan
+        assert pytest_opid.fingerprint(df).to_dict() == expected
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"  # restored
+
+
+def test_nothing_session_specific_reaches_the_snapshot(spark, tables, events_dir):
+    texts = [
+        pytest_opid.fingerprint(orders_pipeline(spark, tables, key="zz_key_column")).to_json(),
+        pytest_opid.fingerprint(
+            events_pipeline(spark, str(events_dir), page="zz_page_column")
+        ).to_json(),
+    ]
+    uuid = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    for text in texts:
+        assert "zz_" not in text  # column names
+        assert "#" not in text  # expression ids such as id#12L
+        assert "plan_id" not in text
+        assert str(Path(tables["orders"]).parent) not in text and str(events_dir) not in text
+        assert "FR" not in text and "10.0" not in text  # literals
+        assert not uuid.search(text)  # watermark node ids, run ids
