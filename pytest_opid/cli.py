@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -88,7 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except (OpidError, OSError, TypeError, ValueError, UnicodeError, RecursionError) as exc:
         return _fail(_one_line(exc))
-    sys.stdout.write(output)
+    try:
+        sys.stdout.write(output)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `opid fingerprint big.json | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return EXIT_OK
 
 

@@ -49,9 +49,10 @@ _P_TWO_INPUT = 0.12  # a non-source operator is a two-input (connect) operator
 _P_SAME_INPUT = 0.3  # a union member / second input repeats the previous one (side outputs)
 _P_NEW_PARALLELISM = 0.25  # a non-source operator sets its own parallelism
 _P_REPARTITION = 0.3  # an edge is not FORWARD
-_P_EXCHANGE = 0.08  # an edge has an explicit exchange mode
+_P_EXCHANGE = 0.2  # an edge has an explicit exchange mode
 _P_SLOT_SHARING = 0.12  # an operator picks a slot sharing group
-_P_STRATEGY = 0.15  # an operator has a non-default chaining strategy
+_P_STRATEGY = 0.2  # an operator has a non-default chaining strategy
+_P_BEHIND_SOURCE = 0.25  # an operator right behind a source is HEAD_WITH_SOURCES
 _P_MAX_PARALLELISM = 0.1  # an operator sets its max parallelism
 _P_YIELDING_SINK = 0.6  # an operator without outputs is a (yielding) sink writer
 _P_CHAINING_DISABLED = 0.1  # env.disableOperatorChaining()
@@ -274,6 +275,27 @@ def _either(*probabilities: float) -> float:
     return 1.0 - none
 
 
+def _events(draw, probabilities: Sequence[float]) -> list[bool]:
+    """Independent events with the given probabilities, in few draws when all are rare.
+
+    One draw decides whether any happens (most operators are plain); then each event in turn
+    gets its probability conditioned on what is known so far, so that the joint distribution
+    is exactly that of independent events.
+    """
+    hits = [False] * len(probabilities)
+    if not _chance(draw, _either(*probabilities)):
+        return hits
+    some = False
+    for i, p in enumerate(probabilities):
+        if some:
+            hits[i] = _chance(draw, p)
+        else:  # at least one of the events from here on happens
+            rest = _either(*probabilities[i:])
+            hits[i] = _chance(draw, p / rest) if rest > 0 else False
+        some = some or hits[i]
+    return hits
+
+
 @st.composite
 def _topologies(draw, cfg: _Config) -> Topology:
     count = draw(st.integers(cfg.min_operators, cfg.max_operators))
@@ -291,13 +313,12 @@ def _topologies(draw, cfg: _Config) -> Topology:
     parallelisms = ([-1] if cfg.default_parallelism else []) + list(range(low, high + 1))
     groups = cfg.slot_sharing_groups
     strategies = cfg.chaining_strategies
-    # Rare attributes hide behind one gate per node or edge (most are plain), which keeps the
-    # number of draws per operator low; inside, each attribute gets its conditional
-    # probability so that its overall share stays what the constant says.
-    p_group = _P_SLOT_SHARING if len(groups) > 1 else 0.0
-    p_strategy = _P_STRATEGY if len(strategies) > 1 else 0.0
-    node_gate = _either(
-        p_group, p_strategy, _P_MAX_PARALLELISM, cfg.uid_probability, cfg.uid_hash_probability
+    node_events = (
+        _P_SLOT_SHARING if len(groups) > 1 else 0.0,
+        _P_STRATEGY if len(strategies) > 1 else 0.0,
+        _P_MAX_PARALLELISM,
+        cfg.uid_probability,
+        cfg.uid_hash_probability,
     )
     forward_ok = Partitioner.FORWARD in cfg.partitioners
     other_partitioners = [p for p in cfg.partitioners if p is not Partitioner.FORWARD]
@@ -305,7 +326,6 @@ def _topologies(draw, cfg: _Config) -> Topology:
     base_exchange = ExchangeMode.UNDEFINED if ExchangeMode.UNDEFINED in cfg.exchange_modes else None
     other_exchanges = [m for m in cfg.exchange_modes if m is not base_exchange]
     p_exchange = (_P_EXCHANGE if other_exchanges else 0.0) if base_exchange else 1.0
-    edge_gate = _either(p_partitioner, p_exchange)
     p_multi_input = _either(
         _P_TWO_INPUT if cfg.two_inputs else 0.0, _P_UNION if cfg.unions else 0.0
     )
@@ -321,11 +341,11 @@ def _topologies(draw, cfg: _Config) -> Topology:
     def edge(source: int, target: int, type_number: int) -> None:
         partitioner = Partitioner.FORWARD
         exchange = base_exchange
-        if _chance(draw, edge_gate):
-            if _chance(draw, p_partitioner / edge_gate):
-                partitioner = _pick(draw, other_partitioners)
-            if _chance(draw, p_exchange / edge_gate):
-                exchange = _pick(draw, other_exchanges)
+        repartition, explicit_exchange = _events(draw, (p_partitioner, p_exchange))
+        if repartition:
+            partitioner = _pick(draw, other_partitioners)
+        if explicit_exchange:
+            exchange = _pick(draw, other_exchanges)
         if partitioner is Partitioner.FORWARD and (
             ops[source]["parallelism"] != ops[target]["parallelism"]
         ):
@@ -386,23 +406,31 @@ def _topologies(draw, cfg: _Config) -> Topology:
             up_groups = {ops[u]["slot_sharing_group"] for u in ups}
             group = up_groups.pop() if len(up_groups) == 1 else groups[0]
             strategy = strategies[0]
+            if (
+                ChainingStrategy.HEAD_WITH_SOURCES in strategies
+                and ops[first]["source"] is not None
+                and len(inputs) == 1
+                and _chance(draw, _P_BEHIND_SOURCE)
+            ):
+                strategy = ChainingStrategy.HEAD_WITH_SOURCES  # meant to chain to its source
         max_par = -1
         uid = None
         uid_hash = None
-        if _chance(draw, node_gate):
-            if _chance(draw, p_group / node_gate):
-                group = _pick(draw, groups)
-            if _chance(draw, p_strategy / node_gate):
-                strategy = _pick(draw, strategies)
-            if _chance(draw, _P_MAX_PARALLELISM / node_gate):
-                max_par = _pick(draw, cfg.max_parallelisms)
-            if _chance(draw, cfg.uid_probability / node_gate):
-                uid = _uid(draw, seen_uids, node)
-            if _chance(draw, cfg.uid_hash_probability / node_gate):
-                uid_hash = draw(st.binary(min_size=16, max_size=16)).hex()
-                if uid_hash in seen_hashes:
-                    uid_hash = None
-                seen_hashes.add(uid_hash)
+        new_group, new_strategy, new_max_par, has_uid, has_uid_hash = _events(draw, node_events)
+        if new_group:
+            group = _pick(draw, groups)
+        if new_strategy:
+            strategy = _pick(draw, strategies)
+        if new_max_par:
+            max_par = _pick(draw, cfg.max_parallelisms)
+        if has_uid:
+            uid = _uid(draw, seen_uids, node)
+        if has_uid_hash:
+            value = int.from_bytes(draw(st.binary(min_size=16, max_size=16)), "big")
+            while f"{value:032x}" in seen_hashes:  # distinct, as user IDs of state must be
+                value = (value + 1) % (1 << 128)
+            uid_hash = f"{value:032x}"
+            seen_hashes.add(uid_hash)
         ops.append(
             {
                 "id": node,

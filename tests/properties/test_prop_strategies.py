@@ -139,12 +139,13 @@ EXPECTED_FEATURES = {
     *(f"partitioner {p.value}" for p in Partitioner),
     *(f"exchange {m.value}" for m in ExchangeMode if m is not ExchangeMode.UNDEFINED),
     # Each chaining condition is, in some examples, the only reason an edge is not chained.
+    # Except equal parallelism: a FORWARD edge between different parallelisms does not exist
+    # in Flink (it becomes REBALANCE), so that condition always fails with the partitioner's.
     "only fails: same slot sharing group",
     "only fails: both operators have a factory",
     "only fails: upstream strategy is not NEVER",
     "only fails: downstream strategy allows chaining",
     "only fails: no yielding operator behind a legacy source head",
-    "only fails: equal parallelism",
     "only fails: equal max parallelism where required",
     "only fails: forward partitioner",
     "only fails: exchange is not BATCH",
@@ -154,8 +155,9 @@ EXPECTED_FEATURES = {
 
 
 def test_defaults_exercise_every_feature_regularly():
-    """With no arguments, every feature shows up in a fair share of 400 examples (and the
-    common ones are absent from a fair share too), so users get coverage without tuning."""
+    """With no arguments, every feature shows up in a fair share of 400 examples, so users get
+    coverage without tuning: the headline features in 8% to 92% (absent often enough too),
+    combinations such as "an edge only the BATCH exchange keeps from chaining" in at least 1%."""
     seen: Counter[str] = Counter()
     runs = []
 
@@ -175,8 +177,8 @@ def test_defaults_exercise_every_feature_regularly():
     collect()
     total = len(runs)
     share = {f: seen[f] / total for f in EXPECTED_FEATURES}
-    rare = {f: round(s, 3) for f, s in share.items() if s < 0.02}
-    assert not rare, f"features in under 2% of examples: {rare}"
+    rare = {f: round(s, 3) for f, s in share.items() if s < 0.01}
+    assert not rare, f"features in under 1% of examples: {rare}"
     core = [
         "uid",
         "uid hash",
