@@ -93,15 +93,18 @@ def topology_from_document(doc: Any) -> Topology:
             raise DocumentError(f"the document has no {key!r} list")
         if not isinstance(doc[key], list):
             raise DocumentError(f"{key!r} must be a list, got {_json_type(doc[key])}")
+    chaining_enabled = _flag(doc, "chaining_enabled", "the document")
+    chain_different = _flag(doc, "chain_different_max_parallelism", "the document")
     operators = [_operator(node, i) for i, node in enumerate(doc["nodes"])]
     edges = [_edge(edge, i) for i, edge in enumerate(doc["edges"])]
+    if not operators:
+        # Flink refuses such a job too ("No operators defined in streaming topology").
+        raise DocumentError("the document has no operators ('nodes' is empty)")
     return Topology(
         operators,
         edges,
-        chaining_enabled=_flag(doc, "chaining_enabled", "the document"),
-        chain_different_max_parallelism=_flag(
-            doc, "chain_different_max_parallelism", "the document"
-        ),
+        chaining_enabled=chaining_enabled,
+        chain_different_max_parallelism=chain_different,
     )
 
 

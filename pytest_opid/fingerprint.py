@@ -128,7 +128,9 @@ class Fingerprint:
         """Read back :meth:`to_dict` output (a saved fingerprint), validating it."""
         try:
             return _fingerprint_from_dict(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except KeyError as exc:
+            raise DocumentError(f"not a valid saved fingerprint: missing key {exc!s}") from None
+        except (TypeError, ValueError, AttributeError) as exc:
             raise DocumentError(f"not a valid saved fingerprint: {exc!s}") from None
 
 

@@ -82,6 +82,7 @@ CASES = [
      ["edge #0", "no 'target'"]),
     ("no nodes", {"edges": []}, DocumentError, ["no 'nodes' list"]),
     ("no edges", {"nodes": []}, DocumentError, ["no 'edges' list"]),
+    ("no operators", {"nodes": [], "edges": []}, DocumentError, ["no operators"]),
     ("nodes not a list", {"nodes": {}, "edges": []}, DocumentError,
      ["'nodes' must be a list", "an object"]),
     ("unknown node key", doc([n(1, colour="red")]), DocumentError,
@@ -174,7 +175,7 @@ def test_cli_bad_saved_fingerprint(tmp_path, capsys):
     path = write(tmp_path, {"nodes": [], "edges": []})
     assert main(["fingerprint", "--format", "fingerprint", path]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and "not a valid saved fingerprint" in err and "'operators'" in err
+    assert out == "" and "not a valid saved fingerprint: missing key 'operators'" in err
 
 
 # -- the model itself --------------------------------------------------------------------------
