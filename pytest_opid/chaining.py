@@ -118,130 +118,94 @@ class Chain(NamedTuple):
 
 
 def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
-    """Grow chains from the sources as ``StreamingJobGraphGenerator.createChain`` does.
+    """The chains Flink's ``StreamingJobGraphGenerator.createChain`` grows, in JobGraph order.
 
     Flink recurses over operators: for a node it follows its chainable outputs first (same
-    chain), then its non-chainable ones (each starts a new chain unless that chain is built
-    already), then appends the node to its chain, and creates the JobVertex once it is back at
-    the chain's head. Unrolled, that gives three facts we compute without recursion:
+    chain), then its non-chainable ones (each starting a new chain unless built already), then
+    appends the node to its chain. Unrolled, that gives what we compute without recursion:
 
+    * a chain head is an operator without a chainable input (chainable means single input);
     * a chain's members are its chain tree (chainable edges) in depth-first post-order;
-    * its non-chained outputs are its members' non-chainable edges, in that member order;
-    * a JobVertex is created after the chains behind those outputs (the first time each is
-      reached), so creation order is a post-order over chains.
+    * its non-chained outputs are its members' non-chainable edges, in that member order.
+
+    Flink's order of creating JobVertices matters only among the chains without inputs (those
+    headed by sources): ``getVerticesSortedTopologicallyFromSources`` starts from them, in
+    creation order, which is ascending source id. The rest follow from the edges.
     """
     ops = topology.operators
     outs = topology.out_edges
+    ins = topology.in_edges
     ends = topology.edge_ends
     count = len(ops)
 
-    # Filled per chain as it is opened: chainable output targets, non-chainable output edges.
-    chained_children: list[tuple[int, ...]] = [()] * count
-    non_chained: list[tuple[int, ...]] = [()] * count
-    walk = (outs, chainable, chained_children, non_chained, ends)
-
-    members: dict[int, list[int]] = {}
+    chained_children: list[list[int]] = [[]] * count  # filled for nodes with chained outputs
     chain_of = [0] * count
-    vertex_out: dict[int, list[int]] = {}
-    vertex_order: list[int] = []
-    built = bytearray(count)
-    for source in topology.sources:
-        if built[source]:
+    members: dict[int, list[int]] = {}
+    vertex_out: dict[int, list[int]] = {}  # head -> non-chained out edges, in Flink's order
+    for head in range(count):
+        head_ins = ins[head]
+        if len(head_ins) == 1 and chainable[head_ins[0]]:
+            continue  # chained to its single input: not a head
+        head_outs = outs[head]
+        for e in head_outs:
+            if chainable[e]:
+                break
+        else:  # the common one-operator chain
+            members[head] = [head]
+            chain_of[head] = head
+            vertex_out[head] = list(head_outs)
             continue
-        built[source] = 1
-        # Each frame: (head, iterator over the chain's non-chained targets).
-        stack = [(source, iter(_open_chain(source, walk, members, chain_of, vertex_out)))]
+        post: list[int] = []
+        out_edges: list[int] = []
+        stack = [(head, 0)]
         while stack:
-            head, targets = stack[-1]
-            target = next(targets, None)
-            if target is None:
-                stack.pop()
-                vertex_order.append(head)
-            elif not built[target]:
-                built[target] = 1
-                stack.append(
-                    (target, iter(_open_chain(target, walk, members, chain_of, vertex_out)))
-                )
+            node, i = stack.pop()
+            if i == 0:
+                chained_children[node] = [ends[e][1] for e in outs[node] if chainable[e]]
+            children = chained_children[node]
+            if i < len(children):
+                stack.append((node, i + 1))
+                stack.append((children[i], 0))
+            else:
+                post.append(node)
+                chain_of[node] = head
+                out_edges.extend(e for e in outs[node] if not chainable[e])
+        members[head] = post
+        vertex_out[head] = out_edges
 
-    order = _sorted_from_sources(vertex_order, vertex_out, ends, chain_of)
+    order = _sorted_from_sources(topology.sources, vertex_out, ends, chain_of)
     return [
         Chain(
-            head=head,
-            members=tuple(members[head]),
-            name=chained_name(ops, chained_children, head),
-            parallelism=ops[head].parallelism,
+            head,
+            tuple(members[head]),
+            chained_name(ops, chained_children, head),
+            ops[head].parallelism,
         )
         for head in order
     ]
 
 
-def _open_chain(
-    head: int,
-    walk: tuple,
-    members: dict[int, list[int]],
-    chain_of: list[int],
-    vertex_out: dict[int, list[int]],
-) -> list[int]:
-    """Collect a chain's members in post-order and return the targets of its non-chained
-    outputs, in the order Flink's recursion reaches them."""
-    outs, chainable, chained_children, non_chained, ends = walk
-    head_outs = outs[head]
-    if not any(chainable[e] for e in head_outs):  # the common one-operator chain
-        members[head] = [head]
-        chain_of[head] = head
-        vertex_out[head] = list(head_outs)
-        return [ends[e][1] for e in head_outs]
-    post: list[int] = []
-    out_edges: list[int] = []
-    stack = [(head, 0)]
-    while stack:
-        node, i = stack.pop()
-        if i == 0:
-            children = []
-            others = []
-            for e in outs[node]:
-                if chainable[e]:
-                    children.append(ends[e][1])
-                else:
-                    others.append(e)
-            chained_children[node] = children
-            non_chained[node] = others
-        children = chained_children[node]
-        if i < len(children):
-            stack.append((node, i + 1))
-            stack.append((children[i], 0))
-        else:
-            post.append(node)
-            chain_of[node] = head
-            out_edges.extend(non_chained[node])
-    members[head] = post
-    vertex_out[head] = out_edges
-    return [ends[e][1] for e in out_edges]
-
-
 def _sorted_from_sources(
-    vertex_order: Sequence[int],
+    sources: Sequence[int],
     vertex_out: dict[int, list[int]],
     ends: Sequence[tuple[int, int]],
     chain_of: Sequence[int],
 ) -> list[int]:
     """``JobGraph.getVerticesSortedTopologicallyFromSources``, without its recursion.
 
-    Vertices without inputs come first in creation order; then, from each placed vertex in
-    turn, its consumers (in the order its outputs were connected) as soon as all their
+    The vertices without inputs (source chains) come first; then, from each placed vertex in
+    turn, its consumers in the order its outputs were connected, each as soon as all its
     producers are placed, depth first.
     """
-    count = len(chain_of)
-    consumers: list[list[int]] = [[] for _ in range(count)]
-    unplaced = [0] * count  # per vertex: input edges whose producer is not placed yet
-    for head in vertex_order:
-        targets = consumers[head]
-        for e in vertex_out[head]:
-            target = chain_of[ends[e][1]]
-            targets.append(target)
+    consumers: dict[int, list[int]] = {}
+    unplaced = [0] * len(chain_of)  # per vertex: input edges from producers not placed yet
+    for head, out_edges in vertex_out.items():
+        targets = [chain_of[ends[e][1]] for e in out_edges]
+        consumers[head] = targets
+        for target in targets:
             unplaced[target] += 1
-    placed: list[int] = [h for h in vertex_order if not unplaced[h]]
-    done = bytearray(count)
+    placed: list[int] = list(sources)
+    done = bytearray(len(chain_of))
     for vertex in placed:
         done[vertex] = 1
         for target in consumers[vertex]:

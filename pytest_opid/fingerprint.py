@@ -145,30 +145,38 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
     ids = [h.hex() for h in operator_ids(topology, chainable)]
     ops = topology.operators
     user = [op.uid_hash.lower() if op.uid_hash else None for op in ops]
-    chained = [ChainedOperator(g, u) for g, u in zip(ids, user, strict=True)]
+    node_ids = [op.id for op in ops]
+    chained = list(map(ChainedOperator._make, zip(ids, user, strict=True)))
     vertex_of: list[str] = [""] * len(ops)
     vertices = []
-    for chain in job_vertices(topology, chainable):
-        vertex_id = ids[chain.head]
-        members = chain.members
+    for head, members, name, parallelism in job_vertices(topology, chainable):
+        vertex_id = ids[head]
         for m in members:
             vertex_of[m] = vertex_id
         vertices.append(
             JobVertex(
                 vertex_id,
-                chain.name,
-                chain.parallelism,
+                name,
+                parallelism,
                 tuple([chained[m] for m in members]),
-                tuple([ops[m].id for m in members]),
+                tuple([node_ids[m] for m in members]),
             )
         )
+    # Built column-wise with map/zip: one C-level loop instead of a Python call per operator.
     operators = tuple(
-        [
-            OperatorFingerprint(
-                op.id, op.name, ids[i], user[i], op.uid, op.parallelism, vertex_of[i]
-            )
-            for i, op in enumerate(ops)
-        ]
+        map(
+            OperatorFingerprint._make,
+            zip(
+                node_ids,
+                [op.name for op in ops],
+                ids,
+                user,
+                [op.uid for op in ops],
+                [op.parallelism for op in ops],
+                vertex_of,
+                strict=True,
+            ),
+        )
     )
     return Fingerprint(operators, tuple(vertices))
 
