@@ -121,7 +121,6 @@ _PARTITIONERS = {
     "SinglePartition": Partitioner.GLOBAL,
 }
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-_LEAF_SEPARATOR = "\x1e"
 
 
 # -- the model ------------------------------------------------------------------------------
@@ -129,11 +128,15 @@ _LEAF_SEPARATOR = "\x1e"
 
 @dataclass(frozen=True)
 class StatefulNode:
-    """A stateful operator: its node in the topology and the id of its state directory."""
+    """A stateful operator: its node in the topology and the id of its state directory.
+
+    ``key_types`` are the data types of its state key (no column names): Spark refuses state
+    whose key schema changed, and they tell two operators of one kind apart."""
 
     state_operator_id: int
     node: int
     kind: str  #: Spark's name for it in the state metadata, e.g. ``"stateStoreSave"``
+    key_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:
             StateOperator(
                 state_operator_id=s.state_operator_id,
                 operator_id=ids[topology.index_of(s.node)],
-                name=topology.operator(s.node).name,
+                name=f"{topology.operator(s.node).name}({', '.join(s.key_types)})",
                 kind=s.kind,
             )
             for s in graph.state_operators
@@ -315,14 +318,15 @@ def _stage_name(ops: Sequence[Operator], chained_ins: Sequence[Sequence[int]], h
 def graph_from_plan(
     plan: str | Sequence[dict[str, Any]],
     *,
-    leaves: Sequence[str] | None = None,
+    leaves: Sequence[str | None] | None = None,
     streaming: bool = False,
 ) -> SparkPlanGraph:
     """Convert Spark's plan JSON (``SparkPlan.toJSON()``, a pre-order list of nodes) into a
     :class:`SparkPlanGraph`.
 
-    ``leaves`` are the ``toString`` of the plan's leaves in plan order (``collectLeaves``); they
-    only supply the format of file scans. ``streaming`` asks for the stateful operators.
+    ``leaves`` are Spark's node names of the plan's leaves in plan order (``collectLeaves``,
+    ``None`` where unknown); they only supply the format of file scans. ``streaming`` asks for
+    the stateful operators.
     """
     if isinstance(plan, str):
         try:
@@ -336,8 +340,8 @@ def graph_from_plan(
     states = None
     if streaming:
         states = tuple(
-            StatefulNode(state_operator_id=i, node=node, kind=kind)
-            for i, (node, kind) in enumerate(builder.stateful)
+            StatefulNode(state_operator_id=i, node=node, kind=kind, key_types=keys)
+            for i, (node, kind, keys) in enumerate(builder.stateful)
         )
     return SparkPlanGraph(topology, states)
 
@@ -399,11 +403,12 @@ class _Port:
 class _Builder:
     """Walks plan lists in post-order and collects operators and edges."""
 
-    def __init__(self, leaves: Sequence[str]) -> None:
+    def __init__(self, leaves: Sequence[str | None]) -> None:
         self.leaves = leaves
         self.operators: list[Operator] = []
         self._edges: list[tuple[_Port, int, int]] = []  # (input port, target id, type number)
-        self.stateful: list[tuple[int, str]] = []  # (node id, kind) in Spark's numbering order
+        #: (node id, kind, key types) in Spark's numbering order
+        self.stateful: list[tuple[int, str, tuple[str, ...]]] = []
         self._exchanges: list[tuple[list[dict[str, Any]], int, int, _Port]] = []
         self._reused: list[tuple[list[dict[str, Any]], _Port]] = []
 
@@ -438,7 +443,7 @@ class _Builder:
                 state_order[i] = len(state_order)
             if not children[i]:
                 leaf_rank[i] = len(leaf_rank)
-        stateful: list[tuple[int, int, str]] = []
+        stateful: list[tuple[int, int, str, tuple[str, ...]]] = []
         stack = [(0, False)]
         while stack:
             i, expanded = stack.pop()
@@ -463,9 +468,10 @@ class _Builder:
                 op = self._operator(node, cls, inputs, leaf)  # type: ignore[arg-type]
                 ports[i] = _Port(op, Partitioner.FORWARD, self.operators[-1].parallelism)
                 if i in state_order:
-                    stateful.append((state_order[i], op, STATEFUL_OPERATORS[cls]))
+                    kind = STATEFUL_OPERATORS[cls]
+                    stateful.append((state_order[i], op, kind, _key_types(node)))
         stateful.sort()
-        self.stateful.extend((node_id, kind) for _, node_id, kind in stateful)
+        self.stateful.extend(entry[1:] for entry in stateful)
         root = ports[0]
         assert root is not None
         if root.partitioner is not Partitioner.FORWARD:
@@ -541,6 +547,55 @@ class _Builder:
                 port.source = root.source
 
 
+#: Where stateful operators keep their state key, in order of preference.
+_KEY_FIELDS = ("keyExpressions", "keyWithoutSessionExpressions", "leftKeys", "groupingAttributes")
+
+
+def _key_types(node: dict[str, Any]) -> tuple[str, ...]:
+    """The data types of a stateful operator's key expressions (``?`` where the JSON has none)."""
+    for field in _KEY_FIELDS:
+        keys = node.get(field)
+        if isinstance(keys, list):
+            return tuple(
+                _type_name(key[0].get("dataType"))
+                if isinstance(key, list) and key and isinstance(key[0], dict)
+                else "?"
+                for key in keys
+            )
+    return ()
+
+
+def _type_name(data_type: Any) -> str:
+    """Spark's JSON data type as ``struct<timestamp,timestamp>``: types only, no field names."""
+    parts: list[str] = []
+    stack: list[Any] = [data_type]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        if not isinstance(item, dict):
+            parts.append("?")
+            continue
+        kind = item.get("type")
+        if kind == "struct":
+            children = [f.get("type") for f in item.get("fields", []) if isinstance(f, dict)]
+        elif kind == "array":
+            children = [item.get("elementType")]
+        elif kind == "map":
+            children = [item.get("keyType"), item.get("valueType")]
+        else:
+            parts.append(kind if isinstance(kind, str) else "?")
+            continue
+        stack.append(">")
+        for i, child in enumerate(reversed(children)):
+            if i:
+                stack.append(",")
+            stack.append(child)
+        stack.append(f"{kind}<")
+    return "".join(parts)
+
+
 def _exchange_partitioning(node: dict[str, Any], cls: str) -> tuple[Partitioner, int]:
     if cls == "BroadcastExchangeExec":
         return Partitioner.BROADCAST, -1
@@ -590,8 +645,9 @@ def _node_name(node: dict[str, Any], cls: str, leaf: str | None) -> str:
     """Spark's node name, without anything that varies between runs (paths, expressions)."""
     base = cls[:-4] if cls.endswith("Exec") and len(cls) > 4 else cls
     if cls in ("FileSourceScanExec", "BatchScanExec"):
+        # Spark names them "Scan parquet <table>" and "BatchScan <table or path>"
         prefix = "FileScan" if cls == "FileSourceScanExec" else "BatchScan"
-        fmt = _word_after(leaf, prefix)
+        fmt = _word_after(leaf, "Scan" if cls == "FileSourceScanExec" else "BatchScan")
         return f"{prefix} {fmt}" if fmt else prefix
     if cls == "StreamingRelationExec":
         source = node.get("sourceName")
@@ -606,7 +662,7 @@ def _node_name(node: dict[str, Any], cls: str, leaf: str | None) -> str:
 
 
 def _word_after(text: str | None, prefix: str) -> str | None:
-    """The word after ``prefix`` at the start of a leaf's text, if it is a plain word (a
+    """The word after ``prefix`` at the start of a scan's node name, if it is a plain word (a
     format such as ``parquet``), never a path or a table location."""
     if not text or not text.startswith(prefix + " "):
         return None
@@ -617,10 +673,11 @@ def _word_after(text: str | None, prefix: str) -> str | None:
 # -- reading plans from PySpark (the only code that touches the JVM) -------------------------
 
 _ACCEPTED = "a PySpark DataFrame (batch or streaming) or StreamingQuery of a classic SparkSession"
+_SCANS = (".FileSourceScanExec", ".BatchScanExec")
 
 
-def _read_plan(obj: Any) -> tuple[str, list[str] | None, bool]:
-    """Plan JSON, leaf texts (when file scans need them) and whether the plan is streaming."""
+def _read_plan(obj: Any) -> tuple[str, list[str | None] | None, bool]:
+    """Plan JSON, node names of the plan's file scans, and whether the plan is streaming."""
     module = type(obj).__module__ or ""
     name = f"{module}.{type(obj).__qualname__}"
     if module.startswith("pyspark.sql.connect"):
@@ -633,10 +690,11 @@ def _read_plan(obj: Any) -> tuple[str, list[str] | None, bool]:
     from pyspark.sql.streaming import StreamingQuery
 
     if isinstance(obj, StreamingQuery):
+        jvm = _Jvm.get()
         execution = obj._jsq.streamingQuery()
         session = _stream_session(execution)
-        plan = _incremental_plan(session, execution.analyzedPlan(), execution.outputMode())
-        return plan.toJSON(), None, True
+        plan = jvm.incremental_plan(session, execution.analyzedPlan(), execution.outputMode())
+        return jvm.plan_json(plan), None, True
     if not isinstance(obj, DataFrame):
         hint = ""
         if module.startswith("pandas"):
@@ -646,29 +704,32 @@ def _read_plan(obj: Any) -> tuple[str, list[str] | None, bool]:
         elif type(obj).__name__ == "RDD":
             hint = "; an RDD has no SQL plan (rdd.toDF() makes a DataFrame of it)"
         raise TypeError(f"pytest_opid.spark accepts {_ACCEPTED}; got {name}{hint}")
+    jvm = _Jvm.get()
     jdf = obj._jdf
     execution = jdf.queryExecution()
     session = jdf.sparkSession()
     if jdf.isStreaming():
-        plan = _incremental_plan(session, execution.analyzed(), None)
-        return plan.toJSON(), None, True
+        plan = jvm.incremental_plan(session, execution.analyzed(), None)
+        return jvm.plan_json(plan), None, True
     plan = execution.executedPlan()
     if plan.nodeName() == "AdaptiveSparkPlan":
-        plan = _static_plan(session, execution.analyzed())
-    text = plan.toJSON()
-    leaves = None
-    if '.FileSourceScanExec"' in text or '.BatchScanExec"' in text:
-        leaves = plan.collectLeaves().mkString(_LEAF_SEPARATOR).split(_LEAF_SEPARATOR)
-    return text, leaves, False
+        plan = jvm.static_plan(session, execution.analyzed())
+    text = jvm.plan_json(plan)
+    return text, _scan_names(plan, text), False
 
 
-def _jvm(session: Any) -> Any:
-    from pyspark import SparkContext  # lazy: pyspark is an optional extra
-
-    sc = SparkContext._active_spark_context
-    if sc is None:
-        raise OpidError("no active SparkContext: the DataFrame's SparkSession was stopped")
-    return sc._jvm
+def _scan_names(plan: Any, text: str) -> list[str | None] | None:
+    """Spark's node names of the file scans (``Scan parquet``), by leaf position: one small JVM
+    call per scan, since the plan JSON leaves a scan's relation (and so its format) out."""
+    if not any(cls + '"' in text for cls in _SCANS):
+        return None
+    leaves = plan.collectLeaves()
+    names: list[str | None] = []
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        cls = leaf.getClass().getName()
+        names.append(leaf.nodeName() if cls.endswith(_SCANS) else None)
+    return names
 
 
 def _stream_session(execution: Any) -> Any:
@@ -680,81 +741,151 @@ def _stream_session(execution: Any) -> Any:
 
 
 _AQE = "spark.sql.adaptive.enabled"
-
-
-def _static_plan(session: Any, logical: Any) -> Any:
-    """Plan ``logical`` again with adaptive execution off, restoring the setting after."""
-    jvm = _jvm(session)
-    conf = session.conf()
-    was = conf.get(_AQE)
-    conf.set(_AQE, "false")
-    try:
-        mode = jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
-        plan = session.sessionState().executePlan(logical, mode).executedPlan()
-    finally:
-        conf.set(_AQE, was)
-    return plan
-
-
 _INCREMENTAL_EXECUTION = (
     "org.apache.spark.sql.execution.streaming.IncrementalExecution",
     "org.apache.spark.sql.execution.streaming.runtime.IncrementalExecution",
 )
+#: Characters fetched per py4j call. py4j (up to 0.10.9.9, bundled with PySpark 4.0) answers
+#: through an 8 KiB buffered writer without TCP_NODELAY, so a longer answer waits ~40 ms for a
+#: delayed ACK (py4j issue #516); plan JSON comes in pieces that fit the buffer instead.
+_CHUNK = 6000
 
 
-def _incremental_plan(session: Any, logical: Any, output_mode: Any) -> Any:
-    """The physical plan Structured Streaming runs a batch with, as ``DataFrame.explain()``
-    builds it for a streaming DataFrame: an ``IncrementalExecution`` with an unknown checkpoint
-    and not first batch, so nothing is written anywhere and no data is read."""
-    jvm = _jvm(session)
-    java_class = None
-    for candidate in _INCREMENTAL_EXECUTION:
+class _Jvm:
+    """What pytest-opid needs from the JVM of the active SparkContext, with the reflection
+    looked up once per py4j gateway."""
+
+    _cache: dict[int, _Jvm] = {}
+
+    def __init__(self, gateway: Any) -> None:
+        self.gateway = gateway
+        self.jvm = gateway.jvm
+        self._to_builder: Any = None
+        self._incremental: tuple[Any, list[str]] | None = None
+
+    @classmethod
+    def get(cls) -> _Jvm:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            raise OpidError("no active SparkContext: the DataFrame's SparkSession was stopped")
+        found = cls._cache.get(id(sc._gateway))
+        if found is None or found.gateway is not sc._gateway:
+            found = cls._cache[id(sc._gateway)] = cls(sc._gateway)
+        return found
+
+    def plan_json(self, plan: Any) -> str:
+        """``plan.toJSON()``, kept in the JVM as a StringBuilder and fetched in pieces."""
+        if self._to_builder is None:
+            invoke = self.jvm.java.lang.invoke
+            lookup = invoke.MethodHandles.publicLookup()
+            tree = self.jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.trees.TreeNode")
+            builder = self.jvm.java.lang.Class.forName("java.lang.StringBuilder")
+            to_json = lookup.findVirtual(
+                tree,
+                "toJSON",
+                invoke.MethodType.fromMethodDescriptorString("()Ljava/lang/String;", None),
+            )
+            new_builder = lookup.findConstructor(
+                builder, invoke.MethodType.fromMethodDescriptorString("(Ljava/lang/String;)V", None)
+            )
+            self._to_builder = invoke.MethodHandles.filterReturnValue(to_json, new_builder)
+        text = self._to_builder.invokeWithArguments(
+            self.jvm.java.util.Collections.singletonList(plan)
+        )
+        size = text.length()
+        parts = []
+        start = 0
+        while start < size:
+            end = min(start + _CHUNK, size)
+            part = text.substring(start, end)
+            if end < size and part.endswith("?"):
+                # A UTF-16 pair cut in two reaches Python as "?": fetch that char again.
+                part = part[:-1]
+                end -= 1
+            parts.append(part)
+            start = end
+        return "".join(parts)
+
+    def static_plan(self, session: Any, logical: Any) -> Any:
+        """Plan ``logical`` again with adaptive execution off, restoring the setting after."""
+        conf = session.conf()
+        was = conf.get(_AQE)
+        conf.set(_AQE, "false")
         try:
-            java_class = jvm.java.lang.Class.forName(candidate)
-            break
-        except Exception:  # py4j wraps ClassNotFoundException
-            continue
-    if java_class is None:
-        raise OpidError("this Spark version has no IncrementalExecution pytest-opid knows")
-    constructor = max(java_class.getConstructors(), key=lambda c: len(c.getParameterTypes()))
-    streaming = java_class.getPackage().getName()
-    mode = output_mode or jvm.org.apache.spark.sql.streaming.OutputMode.Append()
-    args = []
-    for param in constructor.getParameterTypes():
-        kind = param.getName()
-        if kind.endswith(".SparkSession"):
-            args.append(session)
-        elif kind.endswith(".LogicalPlan"):
-            args.append(logical)
-        elif kind.endswith(".OutputMode"):
-            args.append(mode)
-        elif kind == "java.lang.String":
-            args.append("<unknown>")
-        elif kind == "java.util.UUID":
-            args.append(jvm.java.util.UUID.randomUUID())
-        elif kind == "long":
-            args.append(0)
-        elif kind == "boolean":
-            args.append(False)  # not the first batch: do not write state metadata
-        elif kind == "scala.Option":
-            args.append(jvm.scala.Option.empty())
-        elif kind.endswith(".OffsetSeqMetadata"):
-            args.append(
-                _java_class(jvm, streaming, "OffsetSeqMetadata").apply(0, 0, session.conf())
+            mode = self.jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
+            return session.sessionState().executePlan(logical, mode).executedPlan()
+        finally:
+            conf.set(_AQE, was)
+
+    def incremental_plan(self, session: Any, logical: Any, output_mode: Any) -> Any:
+        """The physical plan Structured Streaming runs a batch with, as ``DataFrame.explain()``
+        builds it for a streaming DataFrame: an ``IncrementalExecution`` with an unknown
+        checkpoint, not the first batch, so nothing is written anywhere and no data is read."""
+        java_class, kinds = self._incremental_execution()
+        jvm = self.jvm
+        package = java_class.getPackage().getName()
+        mode = output_mode or jvm.org.apache.spark.sql.streaming.OutputMode.Append()
+        args: list[Any] = []
+        for kind in kinds:
+            if kind.endswith(".SparkSession"):
+                args.append(session)
+            elif kind.endswith(".LogicalPlan"):
+                args.append(logical)
+            elif kind.endswith(".OutputMode"):
+                args.append(mode)
+            elif kind == "java.lang.String":
+                args.append("<unknown>")  # the checkpoint location
+            elif kind == "java.util.UUID":
+                args.append(jvm.java.util.UUID.randomUUID())
+            elif kind == "long":
+                args.append(0)
+            elif kind == "boolean":
+                args.append(False)  # not the first batch: do not write state metadata
+            elif kind == "scala.Option":
+                args.append(jvm.scala.Option.empty())
+            elif kind.endswith(".OffsetSeqMetadata"):
+                metadata = _java_class(jvm, package, "OffsetSeqMetadata")
+                args.append(metadata.apply(0, 0, session.conf()))
+            elif kind.endswith(".WatermarkPropagator"):
+                args.append(_java_class(jvm, package, "WatermarkPropagator").noop())
+            elif kind == "scala.collection.mutable.Map":
+                args.append(jvm.scala.collection.mutable.HashMap())
+            else:  # scala.Enumeration$Value: the CommandExecutionMode
+                args.append(jvm.org.apache.spark.sql.execution.CommandExecutionMode.ALL())
+        execution = _java_class(jvm, package, "IncrementalExecution")(*args)
+        return execution.executedPlan()
+
+    def _incremental_execution(self) -> tuple[Any, list[str]]:
+        if self._incremental is None:
+            java_class = None
+            for candidate in _INCREMENTAL_EXECUTION:
+                try:
+                    java_class = self.jvm.java.lang.Class.forName(candidate)
+                    break
+                except Exception:  # py4j wraps ClassNotFoundException
+                    continue
+            if java_class is None:
+                raise OpidError("this Spark version has no IncrementalExecution pytest-opid knows")
+            constructor = max(
+                java_class.getConstructors(), key=lambda c: len(c.getParameterTypes())
             )
-        elif kind.endswith(".WatermarkPropagator"):
-            args.append(_java_class(jvm, streaming, "WatermarkPropagator").noop())
-        elif kind == "scala.collection.mutable.Map":
-            args.append(jvm.scala.collection.mutable.HashMap())
-        elif kind == "scala.Enumeration$Value":
-            args.append(jvm.org.apache.spark.sql.execution.CommandExecutionMode.ALL())
-        else:
-            raise OpidError(
-                f"cannot plan a streaming query on this Spark version: IncrementalExecution "
-                f"takes a {kind} pytest-opid does not know how to supply"
-            )
-    execution = _java_class(jvm, streaming, "IncrementalExecution")(*args)
-    return execution.executedPlan()
+            kinds = [t.getName() for t in constructor.getParameterTypes()]
+            known = (
+                ".SparkSession", ".LogicalPlan", ".OutputMode", ".OffsetSeqMetadata",
+                ".WatermarkPropagator", "java.lang.String", "java.util.UUID", "long",
+                "boolean", "scala.Option", "scala.collection.mutable.Map",
+                "scala.Enumeration$Value",
+            )  # fmt: skip
+            for kind in kinds:
+                if not kind.endswith(known):
+                    raise OpidError(
+                        "cannot plan a streaming query on this Spark version: its "
+                        f"IncrementalExecution takes a {kind} pytest-opid does not know"
+                    )
+            self._incremental = (java_class, kinds)
+        return self._incremental
 
 
 def _java_class(jvm: Any, package: str, name: str) -> Any:

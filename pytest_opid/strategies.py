@@ -39,7 +39,13 @@ from pytest_opid.topology import (
     Topology,
 )
 
-__all__ = ["REFACTORING_KINDS", "Refactoring", "refactorings", "topologies"]
+__all__ = [
+    "REFACTORING_KINDS",
+    "Refactoring",
+    "refactorings",
+    "state_id_changes",
+    "topologies",
+]
 
 # How often each optional feature shows up, per node, edge or topology. Chosen so that with no
 # arguments every feature appears in a fair share of examples (tests/properties checks this).
@@ -191,7 +197,13 @@ def topologies(
         raise InvalidArgument(f"min_sources={min_sources} exceeds max_operators={max_operators}")
     _check_probability("uid_probability", uid_probability)
     _check_probability("uid_hash_probability", uid_hash_probability)
-    _check_range("parallelism", parallelism[0], parallelism[1], 1)
+    try:
+        low, high = parallelism
+    except (TypeError, ValueError):
+        raise InvalidArgument(
+            f"parallelism must be a (low, high) pair, got {parallelism!r}"
+        ) from None
+    _check_range("parallelism", low, high, 1)
     config = _Config(
         min_operators=min_operators,
         max_operators=max_operators,
@@ -199,7 +211,7 @@ def topologies(
         max_sources=max_sources,
         uid_probability=uid_probability,
         uid_hash_probability=uid_hash_probability,
-        parallelism=(parallelism[0], parallelism[1]),
+        parallelism=(low, high),
         default_parallelism=bool(default_parallelism),
         max_parallelisms=_check_choices("max_parallelisms", max_parallelisms, int),
         partitioners=_check_choices("partitioners", partitioners, Partitioner),
@@ -335,6 +347,7 @@ def _topologies(draw, cfg: _Config) -> Topology:
     has_output = [False] * count
     open_nodes: list[int] = []  # operators without outputs yet (when fan-out is off)
     sources = 0
+    source_nodes: set[int] = set()
     seen_uids: set[bytes] = set()
     seen_hashes: set[str] = set()
 
@@ -362,6 +375,7 @@ def _topologies(draw, cfg: _Config) -> Topology:
         inputs: list[tuple[int, int]] = []  # (upstream, type_number)
         if is_source:
             sources += 1
+            source_nodes.add(node)
             kind = _pick(draw, cfg.source_kinds)
             name = "Source: " + _any(draw, _SOURCE_NAMES)
             par = _pick(draw, parallelisms)
@@ -457,7 +471,7 @@ def _topologies(draw, cfg: _Config) -> Topology:
         if (
             cfg.yielding_sinks
             and not has_output[node]
-            and op["source"] is None
+            and node not in source_nodes
             and _chance(draw, _P_YIELDING_SINK)
         ):
             yielding = True
@@ -667,7 +681,7 @@ def _refactorings(draw, before: Topology, kinds: tuple[str, ...]) -> Refactoring
         chaining_enabled=before.chaining_enabled,
         chain_different_max_parallelism=before.chain_different_max_parallelism,
     )
-    return Refactoring(kind, text, before, after, _state_id_changes(before, after), added)
+    return Refactoring(kind, text, before, after, state_id_changes(before, after), added)
 
 
 def _has_edges(t: Topology) -> bool:
@@ -717,8 +731,10 @@ def _walk_positions(topology: Topology) -> list[int]:
     return position
 
 
-def _state_id_changes(before: Topology, after: Topology) -> frozenset[int]:
-    """Ids of ``before``'s operators whose state ID may differ in ``after`` (see Refactoring)."""
+def state_id_changes(before: Topology, after: Topology) -> frozenset[int]:
+    """Ids of ``before``'s operators whose state ID may differ in ``after``, under Flink's
+    chaining rule (see :class:`Refactoring`). Operators are matched by node id, so an edit must
+    keep the ids of the operators it does not remove. Usable for edits of your own."""
     walk_before, walk_after = _walk_positions(before), _walk_positions(after)
     chained_before, chained_after = flink_chaining(before), flink_chaining(after)
 

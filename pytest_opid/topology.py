@@ -257,7 +257,7 @@ class Topology:
                 if indegree[target] == 0:
                     ready.append(target)
         if len(order) != count:
-            cycle = _find_cycle(indegree, outs, ends)
+            cycle = _find_cycle(indegree, self.in_edges, ends)
             path = " -> ".join(str(self.operators[i].id) for i in cycle)
             raise TopologyError(f"the topology has a cycle: {path}")
         return tuple(order)
@@ -265,10 +265,14 @@ class Topology:
 
 def _find_cycle(
     indegree: Sequence[int],
-    outs: Sequence[Sequence[int]],
+    ins: Sequence[Sequence[int]],
     ends: Sequence[tuple[int, int]],
 ) -> list[int]:
-    """Walk forward among the operators Kahn's algorithm could not order until one repeats."""
+    """Name the operators of one cycle among those Kahn's algorithm could not order.
+
+    Walking backwards always works: an operator left waiting has an input from another operator
+    left waiting (walking forwards could end at one that merely sits downstream of a cycle).
+    """
     stuck = {i for i, d in enumerate(indegree) if d > 0}
     node = min(stuck)
     order: dict[int, int] = {}
@@ -276,8 +280,10 @@ def _find_cycle(
     while node not in order:
         order[node] = len(path)
         path.append(node)
-        node = next(ends[e][1] for e in outs[node] if ends[e][1] in stuck)
-    return [*path[order[node] :], node]
+        node = next(ends[e][0] for e in ins[node] if ends[e][0] in stuck)
+    cycle = [*path[order[node] :], node]
+    cycle.reverse()
+    return cycle
 
 
 def _is_int(value: object) -> bool:

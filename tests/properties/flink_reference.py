@@ -136,9 +136,7 @@ class FlinkRules:
                 counter = struct.pack("<i", len(hashes))
                 digest = mmh3.hash_bytes(counter * (1 + len(self.chained_outputs(node))), 0)
                 for u in ups:
-                    digest = bytes(
-                        ((digest[j] * 37) % 256) ^ hashes[u][j] for j in range(16)
-                    )
+                    digest = bytes(((digest[j] * 37) % 256) ^ hashes[u][j] for j in range(16))
             else:
                 visited.discard(node)
                 continue

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from flink_reference import FlinkRules
 from hypothesis import HealthCheck, Phase, given, settings
 
-from flink_reference import FlinkRules
 from pytest_opid import compute
 from pytest_opid.chaining import ChainingRule, flink_chaining, job_vertices
 from pytest_opid.strategies import topologies

@@ -68,7 +68,9 @@ def renumbered(draw, t: Topology):
     """``t`` with new node ids (the sources keep their relative order, nothing else does) and
     its operators listed in another order; edges keep their order. Returns (new, old -> new)."""
     count = len(t.operators)
-    fresh = draw(st.lists(st.integers(-(10**9), 10**9), min_size=count, max_size=count, unique=True))
+    fresh = draw(
+        st.lists(st.integers(-(10**9), 10**9), min_size=count, max_size=count, unique=True)
+    )
     sources = [t.operators[i].id for i in t.sources]  # ascending old id
     others = [op.id for op in t.operators if op.id not in set(sources)]
     mapping = dict(zip(sources, sorted(fresh[: len(sources)]), strict=True))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from flink_reference import FlinkRules, uid_hash
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from flink_reference import FlinkRules, uid_hash
 from pytest_opid import compute
 from pytest_opid.document import dump_document, topology_from_document
 from pytest_opid.errors import TopologyError

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from flink_reference import FlinkRules, java_utf8
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from flink_reference import FlinkRules, java_utf8
 from pytest_opid import compute
 from pytest_opid.strategies import REFACTORING_KINDS, refactorings, topologies
 from pytest_opid.topology import (
@@ -31,7 +31,9 @@ def assert_valid(t: Topology) -> None:
     remaining = set(ids)
     edges = list(t.edges)
     while remaining:
-        free = {n for n in remaining if not any(e.target == n and e.source in remaining for e in edges)}
+        free = {
+            n for n in remaining if not any(e.target == n and e.source in remaining for e in edges)
+        }
         assert free, f"cycle among {sorted(remaining)}"
         remaining -= free
     for op in t.operators:
@@ -259,6 +261,7 @@ def test_knobs_switch_features_on(t):
         {"min_sources": 3, "max_operators": 2},
         {"uid_probability": 1.5},
         {"parallelism": (0, 2)},
+        {"parallelism": 4},
         {"partitioners": ()},
         {"chaining_strategies": ("ALWAYS",)},
     ],

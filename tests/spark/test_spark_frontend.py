@@ -145,6 +145,22 @@ def test_streaming_sources_and_stateful_operators(spark, events_dir):
     assert [(s.state_operator_id, s.kind) for s in graph.state_operators] == [(0, "dedupe")]
 
 
+def test_plan_json_comes_in_pieces_without_mangling_text(spark):
+    # Read piecewise (py4j stalls 40 ms on answers over 8 KiB); a character outside the BMP
+    # (two UTF-16 units) may fall on a piece boundary, on either parity.
+    from pyspark.sql import functions as F
+
+    from pytest_opid.spark import _Jvm
+
+    for pad in range(2):
+        literal = "y" * pad + "a\U0001f600\u00e9?" * 3000
+        df = spark.range(3).filter(F.lit(literal) != F.col("id").cast("string"))
+        plan = df._jdf.queryExecution().executedPlan()
+        text = _Jvm.get().plan_json(plan)
+        assert len(text) > 12_000  # several pieces
+        assert text == plan.toJSON()
+
+
 # -- plan JSON handled without Spark --------------------------------------------------------
 
 

@@ -218,3 +218,33 @@ def test_stateless_stream_lists_no_state_operators(spark, events_dir):
     fp = pytest_opid.fingerprint(_events(spark, events_dir).filter("user > 1"))
     assert fp.state_operators == ()
     assert fp.to_dict()["state_operators"] == []
+
+
+def test_same_kind_with_another_state_key_is_caught_as_spark_refuses_it(
+    spark, events_dir, tmp_path, run_available_now
+):
+    stream = _events(spark, events_dir)
+    old_df = stream.dropDuplicates(["user", "page"])
+    new_df = stream.dropDuplicates(["user", "ts"])  # same operator, another key type
+    old, new = pytest_opid.fingerprint(old_df), pytest_opid.fingerprint(new_df)
+    assert [s.name for s in old.state_operators] == ["StreamingDeduplicate(long, string)"]
+    assert [s.name for s in new.state_operators] == ["StreamingDeduplicate(long, timestamp)"]
+    comparison = compare(old, new)
+    assert comparison.loses_state
+    assert "state/0" in render(comparison)
+
+    checkpoint = run_available_now(old_df, tmp_path / "checkpoint")
+    (events_dir / "events-1.json").write_text(
+        '{"user": 9, "page": "p9", "ts": "2024-01-01 00:01:00"}\n', encoding="utf-8"
+    )
+    query = (
+        new_df.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        with pytest.raises(Exception, match="(?i)schema"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
