@@ -16,7 +16,9 @@ aggregations). For each it reports:
 * the plan's JSON size, operators per second and the Python-side peak memory (tracemalloc, in a
   separate pass).
 
-Medians over repeated runs after warm-up rounds (the JVM's JIT compiles the planner first).
+Medians over repeated runs after warm-up rounds (the JVM's JIT compiles the planner first); the
+fastest run of the extraction is shown too, as the JVM's garbage collector and other load on the
+machine make single runs vary.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def streaming(spark: Any, source: str, windows: int) -> Any:
     return reduce(lambda a, b: a.union(b), counts)
 
 
-def _median_ms(fn: Callable[[], Any], runs: int = RUNS) -> float:
+def _times_ms(fn: Callable[[], Any], runs: int = RUNS) -> list[float]:
     for _ in range(WARMUP):
         fn()
     times = []
@@ -103,7 +105,11 @@ def _median_ms(fn: Callable[[], Any], runs: int = RUNS) -> float:
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return times
+
+
+def _median_ms(fn: Callable[[], Any], runs: int = RUNS) -> float:
+    return statistics.median(_times_ms(fn, runs))
 
 
 def _peak_kib(fn: Callable[[], Any]) -> float:
@@ -133,7 +139,8 @@ def measure(label: str, build: Callable[[], Any]) -> dict[str, Any]:
 
     plan_json, leaves, streaming_plan = _read_plan(df)
     physical = plan()
-    extract = _median_ms(lambda: pytest_opid.fingerprint(df))
+    extract_times = _times_ms(lambda: pytest_opid.fingerprint(df))
+    extract, fastest = statistics.median(extract_times), min(extract_times)
     planning = _median_ms(plan)
     read = _median_ms(lambda: jvm.plan_json(physical))
     graph = graph_from_plan(plan_json, leaves=leaves, streaming=streaming_plan)
@@ -148,6 +155,7 @@ def measure(label: str, build: Callable[[], Any]) -> dict[str, Any]:
         "operators": operators,
         "json_kib": len(plan_json) / 1024,
         "extract_ms": extract,
+        "extract_min_ms": fastest,
         "planning_ms": planning,
         "json_read_ms": read,
         "convert_ms": convert,
@@ -158,7 +166,8 @@ def measure(label: str, build: Callable[[], Any]) -> dict[str, Any]:
     }
     print(
         f"{label:<16} {operators:>4} ops  JSON {row['json_kib']:6.1f} KiB  "
-        f"extract {extract:6.1f} ms = planning {planning:5.1f} + JSON read {read:5.1f} "
+        f"extract {extract:6.1f} ms (min {fastest:5.1f}) = planning {planning:5.1f} "
+        f"+ JSON read {read:5.1f} "
         f"+ convert {convert:4.1f} + hash/stages {hashing:4.1f}  "
         f"| new DataFrame {fresh:6.1f} ms | {row['ops_per_s']:6.0f} ops/s "
         f"| peak {peak:6.0f} KiB",

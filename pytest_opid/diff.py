@@ -107,6 +107,10 @@ class Comparison:
     added: tuple[OperatorFingerprint, ...]
     chain_changes: tuple[ChainChange, ...]
     state_operator_changes: tuple[StateOperatorChange, ...]
+    #: (old, receiver, own): Flink restores ``old``'s state into ``receiver``, a differently
+    #: named operator that took over its ID, while ``own`` (same name as ``old``, new ID) starts
+    #: empty. Typical after inserting an operator in front of another: the wrong state restores.
+    misplaced: tuple[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint], ...] = ()
 
     @property
     def is_spark(self) -> bool:
@@ -122,12 +126,18 @@ class Comparison:
     @property
     def renamed(self) -> tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...]:
         """Kept operators with a new name: harmless, Flink does not look at names."""
-        return tuple((o, n) for o, n in self.kept if o.name != n.name)
+        misplaced = {id(o) for o, _, _ in self.misplaced}
+        return tuple((o, n) for o, n in self.kept if o.name != n.name and id(o) not in misplaced)
+
+    @property
+    def misplaces_state(self) -> bool:
+        """Whether some state would be restored into a different operator than its own."""
+        return bool(self.misplaced)
 
     def breaks(self, check: Check | str = Check.BOTH) -> bool:
         """Whether the change violates what ``check`` holds stable."""
         check = Check.parse(check)
-        ids = self.loses_state
+        ids = self.loses_state or self.misplaces_state
         chains = bool(self.chain_changes)
         if check is Check.IDS:
             return ids
@@ -143,6 +153,10 @@ class Comparison:
             "orphaned": [_op(o) for o in self.orphaned],
             "added": [_op(n) for n in self.added],
             "renamed": [{"old": _op(o), "new": _op(n)} for o, n in self.renamed],
+            "misplaced": [
+                {"old": _op(o), "restored_into": _op(n), "own": _op(a)}
+                for o, n, a in self.misplaced
+            ],
             "chain_changes": [
                 {
                     "kind": c.kind,
@@ -198,6 +212,7 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
     added = [n for n in new.operators if id(n) not in taken]
     changed = _pair(orphaned, added)
     pairs = kept + changed
+    misplaced = _misplaced(kept, added, {id(n) for _, n in changed})
     return Comparison(
         old=old,
         new=new,
@@ -207,7 +222,29 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
         added=tuple(added),
         chain_changes=tuple(_chain_changes(old, new, pairs)),
         state_operator_changes=tuple(_state_changes(old, new)),
+        misplaced=tuple(misplaced),
     )
+
+
+def _misplaced(
+    kept: Sequence[tuple[OperatorFingerprint, OperatorFingerprint]],
+    added: Sequence[OperatorFingerprint],
+    explained: set[int],
+) -> list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]]:
+    """Kept pairs that are not a rename: the new holder of the old ID has another name, and an
+    operator with the old name is new (it got another ID). Flink restores by ID, so the old
+    operator's state would land in the stranger while its own operator starts empty."""
+    by_name: dict[str, deque[OperatorFingerprint]] = defaultdict(deque)
+    for n in added:
+        if id(n) not in explained:
+            by_name[n.name].append(n)
+    found = []
+    for o, n in kept:
+        if o.name != n.name and o.uid is None and o.user_operator_id is None:
+            own = by_name.get(o.name)
+            if own:
+                found.append((o, n, own.popleft()))
+    return found
 
 
 def _pair(
@@ -333,11 +370,17 @@ def _verdict(c: Comparison, check: Check) -> str:
                 f"{_n(lost, 'Spark state directory', 'Spark state directories')} would be read "
                 "by another operator or by none"
             )
-    elif c.orphaned:
-        problems.append(
-            f"{_n(len(c.orphaned), 'operator')} would lose "
-            f"{'its' if len(c.orphaned) == 1 else 'their'} state"
-        )
+    else:
+        if c.misplaced:
+            problems.append(
+                f"the state of {_n(len(c.misplaced), 'operator')} would be restored into "
+                "the wrong operator"
+            )
+        if c.orphaned:
+            problems.append(
+                f"{_n(len(c.orphaned), 'operator')} would lose "
+                f"{'its' if len(c.orphaned) == 1 else 'their'} state"
+            )
     if c.chain_changes:
         problems.append(f"{_n(len(c.chain_changes), 'operator chain')} split or merged")
     held = f"[check={check.value}]"
@@ -354,7 +397,18 @@ def _verdict(c: Comparison, check: Check) -> str:
 def _flink_sections(c: Comparison) -> list[str]:
     out: list[str] = []
     changed_old = {id(o) for o, _ in c.changed}
-    changed_new = {id(n) for _, n in c.changed}
+    changed_new = {id(n) for _, n in c.changed} | {id(a) for _, _, a in c.misplaced}
+    if c.misplaced:
+        out += [
+            "",
+            "State restored into the wrong operator (Flink maps state by ID, not by name):",
+        ]
+        for o, n, a in c.misplaced:
+            out += [
+                f"  {_q(o.name)}'s state {o.state_id} goes to {_q(n.name)} (node {n.node}),",
+                f"    which took over that ID; {_q(a.name)} (node {a.node}) starts empty "
+                f"as {a.state_id}",
+            ]
     if c.changed:
         out += [
             "",
@@ -415,7 +469,16 @@ def _fixes(c: Comparison, check: Check, accept: str | None) -> list[str]:
             "    the same order in the query, so that each finds its state/<n> again",
             "  - or run the changed query on a new checkpoint location (its state starts empty)",
         ]
-    elif c.loses_state:
+    elif c.loses_state or c.misplaces_state:
+        if c.misplaced:
+            out.append("  - give the operator its state back and pin the one that took over its ID")
+            out += _columns(
+                [
+                    (f"    {_q(a.name)}", f'.setUidHash("{o.state_id}")', "and")
+                    for o, _, a in c.misplaced
+                ]
+                + [(f"    {_q(n.name)}", '.uid("...")', "") for _, n, _ in c.misplaced]
+            )
         if c.changed:
             out.append("  - keep the running job's state: pin each changed operator to its old ID")
             out += _columns([(f"    {_q(n.name)}", _pin(o, n)) for o, n in c.changed])
@@ -424,7 +487,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None) -> list[str]:
             out.append(
                 '  - if a new operator is a gone one renamed: .setUidHash("<its old ID>") on it'
             )
-        unpinned = [o for o in c.orphaned if o.uid is None]
+        unpinned = [o for o in c.orphaned if o.uid is None] + [o for o, _, _ in c.misplaced]
         if unpinned:
             uid = _slug(min((o.name for o in unpinned), key=len))
             out += [

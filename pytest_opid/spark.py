@@ -748,7 +748,7 @@ _INCREMENTAL_EXECUTION = (
 #: Characters fetched per py4j call. py4j (up to 0.10.9.9, bundled with PySpark 4.0) answers
 #: through an 8 KiB buffered writer without TCP_NODELAY, so a longer answer waits ~40 ms for a
 #: delayed ACK (py4j issue #516); plan JSON comes in pieces that fit the buffer instead.
-_CHUNK = 6000
+_CHUNK = 7500
 
 
 class _Jvm:

@@ -371,3 +371,39 @@ def test_opid_diff_command(tmp_path, capsys, monkeypatch):
     assert captured.out == ""
     assert captured.err.startswith("error: ") and "nope.json" in captured.err
     assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_operator_inserted_in_front_takes_over_the_old_id_and_its_state():
+    """Source -> Parse -> Sink, all chained; a filter inserted before Parse sits where Parse sat
+    in Flink's walk (position 1, one chained output, the source as input), so it gets Parse's
+    old OperatorID and Flink would restore Parse's state into the filter. That is not a rename."""
+    from pytest_opid.builder import source
+
+    old = pytest_opid.fingerprint(source("Kafka").map("Parse").sink("Print"))
+    new = pytest_opid.fingerprint(source("Kafka").filter("Drop bots").map("Parse").sink("Print"))
+    parse_old = next(op for op in old.operators if op.name == "Parse")
+    drop = next(op for op in new.operators if op.name == "Drop bots")
+    parse_new = next(op for op in new.operators if op.name == "Parse")
+    assert drop.operator_id == parse_old.operator_id  # the premise, from Flink's hashing rule
+
+    c = compare(old, new)
+    assert [(o.name, n.name, a.name) for o, n, a in c.misplaced] == [
+        ("Parse", "Drop bots", "Parse")
+    ]
+    assert c.misplaces_state and c.breaks("ids")
+    assert not c.renamed  # not reported as a harmless rename
+    text = render(c)
+    assert "State restored into the wrong operator" in text
+    assert f'"Parse"\'s state {parse_old.operator_id} goes to "Drop bots"' in text
+    assert f"starts empty as {parse_new.operator_id}" in text
+    assert f'.setUidHash("{parse_old.operator_id}")' in text
+
+
+def test_a_real_rename_is_not_misplaced_state():
+    from pytest_opid.builder import source
+
+    old = pytest_opid.fingerprint(source("Kafka").map("Parse").sink("Print"))
+    new = pytest_opid.fingerprint(source("Kafka").map("Parse JSON").sink("Print"))
+    c = compare(old, new)
+    assert not c.misplaced and not c.breaks("both")
+    assert [(o.name, n.name) for o, n in c.renamed] == [("Parse", "Parse JSON")]
