@@ -7,9 +7,9 @@ reorders operators, so this module turns Spark's *physical plan* into the engine
 :class:`~pytest_opid.topology.Topology` and lets the Flink-exact hasher give every operator an
 identity.
 
-The plan is read through a constant number of JVM calls (Spark's own plan JSON,
-``SparkPlan.toJSON()``, plus one call for the scans' formats), never one py4j round trip per
-node. The conversion rules (the README's Spark section has a worked example):
+The plan is read as Spark's own plan JSON (``SparkPlan.toJSON()``, one JVM call, fetched in
+pieces of a few KiB) plus one small call per file scan for its format, never one py4j round
+trip per operator. The conversion rules (the README's Spark section has a worked example):
 
 * Operators become nodes named by Spark's node name (``HashAggregate``, ``Filter``,
   ``FileScan parquet``, ``StateStoreSave``...). Names carry no column names, literals,
@@ -38,7 +38,8 @@ node. The conversion rules (the README's Spark section has a worked example):
   a counter over a pre-order walk (parent before children, left before right), one id per
   ``StateStoreSave``/``StateStoreRestore`` pair, deduplication, stream-stream join,
   ``(flat)mapGroupsWithState``, ``applyInPandasWithState``, ``transformWithState`` and
-  streaming global limit.
+  streaming global limit. Each is listed with the data types of its state key, since Spark
+  refuses state whose key schema changed.
 
 Streaming DataFrames (started or not) are planned with an ``IncrementalExecution`` built for the
 analyzed plan, exactly as ``DataFrame.explain()`` does for a streaming DataFrame: nothing runs,

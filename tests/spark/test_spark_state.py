@@ -244,7 +244,7 @@ def test_same_kind_with_another_state_key_is_caught_as_spark_refuses_it(
         .start()
     )
     try:
-        with pytest.raises(Exception, match="(?i)schema"):
+        with pytest.raises(Exception, match=r"(?i)schema"):
             query.awaitTermination(120)
     finally:
         query.stop()
