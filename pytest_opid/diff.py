@@ -26,6 +26,7 @@ import sys
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
@@ -250,29 +251,36 @@ def _misplaced(
 def _pair(
     orphaned: Sequence[OperatorFingerprint], added: Sequence[OperatorFingerprint]
 ) -> list[tuple[OperatorFingerprint, OperatorFingerprint]]:
-    """Explain orphaned IDs: the new operator with the same uid, else the same name (in order).
+    """Explain orphaned IDs: the new operator with the same uid, else the same name.
 
-    Nothing weaker (such as node position) is used: pairing an operator with a stranger would
-    suggest ``setUidHash`` on the wrong operator and restore foreign state into it.
+    Names are aligned as sequences (in operator order, longest matching runs first), not by
+    first match, so generic names such as Spark's ``Filter`` or ``Project`` pair with their own
+    counterparts around an inserted operator. Nothing weaker (such as node position) is used:
+    pairing an operator with a stranger would suggest ``setUidHash`` on the wrong operator and
+    restore foreign state into it.
     """
     pairs: list[tuple[OperatorFingerprint, OperatorFingerprint]] = []
-    free_old = list(orphaned)
-    free_new = list(added)
-    for key in (lambda o: o.uid, lambda o: o.name):
-        candidates: dict[Any, deque[OperatorFingerprint]] = defaultdict(deque)
-        for n in free_new:
-            if key(n) is not None:
-                candidates[key(n)].append(n)
-        rest = []
-        for o in free_old:
-            queue = candidates.get(key(o)) if key(o) is not None else None
-            if queue:
-                n = queue.popleft()
-                pairs.append((o, n))
-                free_new.remove(n)
-            else:
-                rest.append(o)
-        free_old = rest
+    by_uid: dict[str, deque[OperatorFingerprint]] = defaultdict(deque)
+    for n in added:
+        if n.uid is not None:
+            by_uid[n.uid].append(n)
+    taken: set[int] = set()
+    free_old = []
+    for o in orphaned:
+        queue = by_uid.get(o.uid) if o.uid is not None else None
+        if queue:
+            n = queue.popleft()
+            pairs.append((o, n))
+            taken.add(id(n))
+        else:
+            free_old.append(o)
+    free_new = [n for n in added if id(n) not in taken]
+    matcher = SequenceMatcher(
+        None, [o.name for o in free_old], [n.name for n in free_new], autojunk=False
+    )
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            pairs.append((free_old[block.a + k], free_new[block.b + k]))
     position = {id(o): i for i, o in enumerate(orphaned)}
     pairs.sort(key=lambda p: position[id(p[0])])
     return pairs
@@ -387,7 +395,10 @@ def _verdict(c: Comparison, check: Check) -> str:
     if c.breaks(check):
         return f"Topology not stable {held}: " + "; ".join(problems) + "."
     notes = problems
-    if c.added:
+    if c.added and c.is_spark:
+        moved = _n(len(c.added), "operator")
+        notes = [f"{moved} with a new ID (Spark finds state by state/<n>, not by ID)", *notes]
+    elif c.added:
         notes = [f"{_n(len(c.added), 'new operator')} (empty state)", *notes]
     if notes:
         return f"No state lost {held}; not held stable: " + "; ".join(notes) + "."
@@ -496,10 +507,16 @@ def _fixes(c: Comparison, check: Check, accept: str | None) -> list[str]:
                 "    keep the setUidHash next to it)",
             ]
     if c.chain_changes and check is not Check.IDS:
-        out += [
-            "  - chained operators need equal parallelism and slot sharing group, a forward",
-            "    edge, and no disableChaining()/startNewChain() between them",
-        ]
+        if c.is_spark:
+            out += [
+                "  - a stage ends at every exchange: look for a groupBy/join/repartition/",
+                "    distinct that was added, removed or moved, or a join strategy that changed",
+            ]
+        else:
+            out += [
+                "  - chained operators need equal parallelism and slot sharing group, a forward",
+                "    edge, and no disableChaining()/startNewChain() between them",
+            ]
     if accept:
         out.append(f"  - or, if the change is intended, accept it: {accept}")
     return out

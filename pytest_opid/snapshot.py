@@ -45,6 +45,11 @@ _PREAMBLE = (
     "# Flink restores an operator's state by its user_id (setUidHash) where set, else by its",
     "# operator_id. Names may change freely; IDs may not. Accept changes: pytest --snapshot-update",
 )
+_SPARK_PREAMBLE = (
+    HEADER,
+    "# Spark finds a stateful operator's state in state/<n> by its position n in the plan",
+    "# ([state operators]); job vertices are Spark's stages. Accept: pytest --snapshot-update",
+)
 _OPERATORS = "[operators]"
 _VERTICES = "[job vertices]"
 _STATES = "[state operators]"
@@ -58,7 +63,8 @@ _NONE = "-"
 def dumps(fp: Fingerprint) -> str:
     """The snapshot text of a fingerprint. Deterministic: the same fingerprint, the same bytes."""
     vertex_number = {v.id: f"v{i}" for i, v in enumerate(fp.job_vertices, 1)}
-    lines = [*_PREAMBLE, "", _OPERATORS]
+    preamble = _PREAMBLE if fp.state_operators is None else _SPARK_PREAMBLE
+    lines = [*preamble, "", _OPERATORS]
     lines += _table(
         ("vertex", "operator_id", "user_id", "parallelism", "node", "uid", "name"),
         [
