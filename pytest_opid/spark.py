@@ -846,11 +846,13 @@ class _Jvm:
                 args.append(False)  # not the first batch: do not write state metadata
             elif kind == "scala.Option":
                 args.append(jvm.scala.Option.empty())
-            elif kind.endswith(".OffsetSeqMetadata"):
-                metadata = _java_class(jvm, package, "OffsetSeqMetadata")
-                args.append(metadata.apply(0, 0, session.conf()))
+            elif kind.endswith((".OffsetSeqMetadata", ".OffsetSeqMetadataBase")):
+                # Spark 4.3 takes the base trait (in .checkpointing); its v1 case class fits.
+                metadata = _java_class(jvm, kind.rsplit(".", 1)[0], "OffsetSeqMetadata")
+                args.append(_offset_seq_metadata(metadata, session))
             elif kind.endswith(".WatermarkPropagator"):
-                args.append(_java_class(jvm, package, "WatermarkPropagator").noop())
+                propagator = _java_class(jvm, kind.rsplit(".", 1)[0], "WatermarkPropagator")
+                args.append(propagator.noop())
             elif kind == "scala.collection.mutable.Map":
                 args.append(jvm.scala.collection.mutable.HashMap())
             else:  # scala.Enumeration$Value: the CommandExecutionMode
@@ -875,6 +877,7 @@ class _Jvm:
             kinds = [t.getName() for t in constructor.getParameterTypes()]
             known = (
                 ".SparkSession", ".LogicalPlan", ".OutputMode", ".OffsetSeqMetadata",
+                ".OffsetSeqMetadataBase",
                 ".WatermarkPropagator", "java.lang.String", "java.util.UUID", "long",
                 "boolean", "scala.Option", "scala.collection.mutable.Map",
                 "scala.Enumeration$Value",
@@ -887,6 +890,23 @@ class _Jvm:
                     )
             self._incremental = (java_class, kinds)
         return self._incremental
+
+
+def _offset_seq_metadata(metadata: Any, session: Any) -> Any:
+    """``OffsetSeqMetadata(0, 0, <the session's stateful confs>)``. Spark 4.3 records a conf the
+    session leaves unset (``spark.sql.shuffle.partitions``) as null and then fails to parse it,
+    so nulls are replaced with the conf's effective value (or dropped) through the JSON form."""
+    captured = json.loads(metadata.apply(0, 0, session.conf()).json())
+    conf = {}
+    for key, value in (captured.get("conf") or {}).items():
+        if value is None:
+            try:
+                value = session.conf().get(key)
+            except Exception:  # py4j: no value and no default
+                continue
+        conf[key] = value
+    captured["conf"] = conf
+    return metadata.apply(json.dumps(captured))
 
 
 def _java_class(jvm: Any, package: str, name: str) -> Any:
