@@ -207,9 +207,10 @@ def fingerprint(
 
 def to_topology(source: Any, *, format: str | None = None) -> Topology | Fingerprint:
     """The topology a source describes (or, for a saved fingerprint, the fingerprint itself)."""
+    module = type(source).__module__ or ""
     if isinstance(source, Topology):
         return source
-    if hasattr(source, "to_topology"):
+    if hasattr(source, "to_topology") and module.split(".")[0] != "pandas":
         return source.to_topology()
     if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
         try:
@@ -225,10 +226,13 @@ def to_topology(source: Any, *, format: str | None = None) -> Topology | Fingerp
         return _from_data(read_json(source), format, os.fspath(source))
     if isinstance(source, Mapping):
         return _from_data(source, format, None)
+    hint = ""
+    if module.split(".")[0] == "pandas":
+        hint = " (a pandas DataFrame has no plan: fingerprint spark.createDataFrame(pdf) instead)"
     raise TypeError(
         "pytest_opid.fingerprint() accepts a Topology, a builder stream, a topology document "
         "or Flink execution plan (dict, JSON string or path), a saved fingerprint, or a PySpark "
-        f"DataFrame / StreamingQuery; got {type(source).__module__}.{type(source).__qualname__}"
+        f"DataFrame / StreamingQuery; got {module}.{type(source).__qualname__}{hint}"
     )
 
 

@@ -211,6 +211,7 @@ def test_pandas_dataframe_is_rejected_with_the_accepted_inputs():
         pytest_opid.fingerprint(pd.DataFrame({"a": [1]}))
     assert "PySpark DataFrame" in str(error.value)
     assert "got pandas" in str(error.value) and "DataFrame" in str(error.value)
+    assert "spark.createDataFrame(pdf)" in str(error.value)
     # The Spark frontend itself says how to make one a Spark plan.
     with pytest.raises(TypeError, match=r"spark\.createDataFrame\(pdf\)"):
         pytest_opid.spark.fingerprint(pd.DataFrame({"a": [1]}))
