@@ -140,8 +140,8 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
 
     chained_children: list[list[int]] = [[]] * count  # filled for nodes with chained outputs
     chain_of = [0] * count
-    members: dict[int, list[int]] = {}
-    vertex_out: dict[int, list[int]] = {}  # head -> non-chained out edges, in Flink's order
+    members: dict[int, Sequence[int]] = {}
+    vertex_out: dict[int, Sequence[int]] = {}  # head -> non-chained out edges, in Flink's order
     for head in range(count):
         head_ins = ins[head]
         if len(head_ins) == 1 and chainable[head_ins[0]]:
@@ -151,9 +151,9 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
             if chainable[e]:
                 break
         else:  # the common one-operator chain
-            members[head] = [head]
+            members[head] = (head,)
             chain_of[head] = head
-            vertex_out[head] = list(head_outs)
+            vertex_out[head] = head_outs
             continue
         post: list[int] = []
         out_edges: list[int] = []
@@ -170,7 +170,7 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
                 post.append(node)
                 chain_of[node] = head
                 out_edges.extend(e for e in outs[node] if not chainable[e])
-        members[head] = post
+        members[head] = tuple(post)
         vertex_out[head] = out_edges
 
     order = _sorted_from_sources(topology.sources, vertex_out, ends, chain_of)
@@ -187,7 +187,7 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
 
 def _sorted_from_sources(
     sources: Sequence[int],
-    vertex_out: dict[int, list[int]],
+    vertex_out: dict[int, Sequence[int]],
     ends: Sequence[tuple[int, int]],
     chain_of: Sequence[int],
 ) -> list[int]:
