@@ -157,29 +157,37 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
             continue
         post: list[int] = []
         out_edges: list[int] = []
-        stack = [(head, 0)]
+        stack = [head]  # node: visit its chained outputs first; ~node: then emit it
         while stack:
-            node, i = stack.pop()
-            if i == 0:
-                chained_children[node] = [ends[e][1] for e in outs[node] if chainable[e]]
-            children = chained_children[node]
-            if i < len(children):
-                stack.append((node, i + 1))
-                stack.append((children[i], 0))
+            node = stack.pop()
+            if node >= 0:
+                children = [ends[e][1] for e in outs[node] if chainable[e]]
+                chained_children[node] = children
+                stack.append(~node)
+                stack.extend(reversed(children))
             else:
+                node = ~node
                 post.append(node)
                 chain_of[node] = head
-                out_edges.extend(e for e in outs[node] if not chainable[e])
+                for e in outs[node]:
+                    if not chainable[e]:
+                        out_edges.append(e)
         members[head] = tuple(post)
         vertex_out[head] = out_edges
 
     order = _sorted_from_sources(topology.sources, vertex_out, ends, chain_of)
+    new = tuple.__new__  # builds the NamedTuple in C
     return [
-        Chain(
-            head,
-            tuple(members[head]),
-            chained_name(ops, chained_children, head),
-            ops[head].parallelism,
+        new(
+            Chain,
+            (
+                head,
+                members[head],
+                chained_name(ops, chained_children, head)
+                if chained_children[head]
+                else ops[head].name,
+                ops[head].parallelism,
+            ),
         )
         for head in order
     ]

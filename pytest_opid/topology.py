@@ -90,7 +90,7 @@ class SourceKind(enum.Enum):
     LEGACY = "legacy"  #: a ``SourceFunction`` wrapped in a ``StreamSource``
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Operator:
     """One node of the stream graph (Flink's ``StreamNode``).
 
@@ -111,7 +111,7 @@ class Operator:
     yielding: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """One edge of the stream graph (Flink's ``StreamEdge``).
 
