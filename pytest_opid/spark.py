@@ -683,9 +683,10 @@ def _read_plan(obj: Any) -> tuple[str, list[str | None] | None, bool]:
     name = f"{module}.{type(obj).__qualname__}"
     if module.startswith("pyspark.sql.connect"):
         raise TypeError(
-            f"pytest_opid.spark accepts {_ACCEPTED}; got a Spark Connect object ({name}): "
-            "its plan lives on the server, out of reach of py4j. Build the pipeline with a "
-            "classic (local) SparkSession in tests"
+            f"pytest_opid.spark does not support Spark Connect: got {name}, whose plan lives "
+            f"on the Connect server, out of reach of py4j. It accepts {_ACCEPTED}: build the "
+            'pipeline under test with SparkSession.builder.master("local[2]"), not .remote(), '
+            "SPARK_REMOTE or spark.api.mode=connect"
         )
     from pyspark.sql import DataFrame  # lazy: pyspark is an optional extra
     from pyspark.sql.streaming import StreamingQuery
