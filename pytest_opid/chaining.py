@@ -14,11 +14,13 @@ walks are iterative: a million-operator chain must not hit Python's recursion li
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import compress
 from typing import NamedTuple
 
 from pytest_opid.topology import (
     ChainingStrategy,
     ExchangeMode,
+    Operator,
     Partitioner,
     SourceKind,
     Topology,
@@ -28,6 +30,16 @@ __all__ = ["Chain", "ChainingRule", "flink_chaining", "forward_chaining", "job_v
 
 #: A chaining rule answers, for every edge of a topology in edge order, "is it chainable?".
 ChainingRule = Callable[[Topology], Sequence[bool]]
+
+# Module constants rather than ``Partitioner.FORWARD`` in the loops: looking up an enum member
+# on its class is slow enough in Python 3.11 to show on a 100k-operator job.
+_FORWARD = Partitioner.FORWARD
+_BATCH = ExchangeMode.BATCH
+_LEGACY = SourceKind.LEGACY
+_NEW = SourceKind.NEW
+_NEVER = ChainingStrategy.NEVER
+_ALWAYS = ChainingStrategy.ALWAYS
+_HEAD_WITH_SOURCES = ChainingStrategy.HEAD_WITH_SOURCES
 
 
 def flink_chaining(topology: Topology) -> list[bool]:
@@ -43,38 +55,45 @@ def flink_chaining(topology: Topology) -> list[bool]:
     if not topology.chaining_enabled:
         return chainable
     ops = topology.operators
+    degrees = topology.in_degrees
+    same_max = not topology.chain_different_max_parallelism
+    for e, (up_pos, down_pos) in enumerate(topology.edge_ends):
+        edge = edges[e]
+        # With a single input the union check (no other input at the same type number) always
+        # passes, so it needs no code here.
+        if degrees[down_pos] != 1 or edge.partitioner is not _FORWARD:
+            continue
+        up, down = ops[up_pos], ops[down_pos]
+        chainable[e] = (
+            up.slot_sharing_group == down.slot_sharing_group
+            and edge.exchange_mode is not _BATCH
+            and up.parallelism == down.parallelism
+            and (not same_max or up.max_parallelism == down.max_parallelism)
+            and _strategies_chain(up, down)
+        )
+    # The one condition that depends on the rest of the chain; only legacy sources bring it in.
+    if any(op.source is _LEGACY for op in ops):
+        _unchain_yielding_behind_legacy_sources(topology, chainable)
+    return chainable
+
+
+def _unchain_yielding_behind_legacy_sources(topology: Topology, chainable: list[bool]) -> None:
+    """Flink refuses to chain a yielding operator behind a chain whose head is a legacy source
+    (the legacy source thread cannot yield to the mailbox). It finds the head by walking back
+    along single chainable inputs; we carry that answer forward in topological order instead."""
+    ops = topology.operators
     ins = topology.in_edges
     ends = topology.edge_ends
-    same_max = not topology.chain_different_max_parallelism
-    # Flink refuses to chain a yielding operator behind a chain whose head is a legacy source
-    # (the legacy source thread cannot yield to the mailbox). It finds the head by walking back
-    # along single chainable inputs; we carry that answer forward in topological order instead.
     head_is_legacy = [False] * len(ops)
     for node in topology.topological_order:
-        down = ops[node]
         node_ins = ins[node]
-        if len(node_ins) == 1:
-            e = node_ins[0]
-            edge = edges[e]
-            up_pos = ends[e][0]
-            up = ops[up_pos]
-            ok = (
-                up.slot_sharing_group == down.slot_sharing_group
-                and edge.partitioner is Partitioner.FORWARD
-                and edge.exchange_mode is not ExchangeMode.BATCH
-                and up.parallelism == down.parallelism
-                and (not same_max or up.max_parallelism == down.max_parallelism)
-                and _strategies_chain(up, down)
-                and not (down.yielding and head_is_legacy[up_pos])
-            )
-            # With a single input the union check (no other input at the same type number)
-            # always passes, so it needs no code here.
-            chainable[e] = ok
-            if ok:
+        if len(node_ins) == 1 and chainable[node_ins[0]]:
+            up_pos = ends[node_ins[0]][0]
+            if not (head_is_legacy[up_pos] and ops[node].yielding):
                 head_is_legacy[node] = head_is_legacy[up_pos]
                 continue
-        head_is_legacy[node] = down.source is SourceKind.LEGACY
-    return chainable
+            chainable[node_ins[0]] = False  # the node heads a chain of its own
+        head_is_legacy[node] = ops[node].source is _LEGACY
 
 
 def _strategies_chain(up, down) -> bool:
@@ -83,12 +102,12 @@ def _strategies_chain(up, down) -> bool:
     down_strategy = down.chaining_strategy
     if up_strategy is None or down_strategy is None:  # no operator factory: never chained
         return False
-    if up_strategy is ChainingStrategy.NEVER:
+    if up_strategy is _NEVER:
         return False
-    if down_strategy is ChainingStrategy.ALWAYS:
+    if down_strategy is _ALWAYS:
         return True
-    if down_strategy is ChainingStrategy.HEAD_WITH_SOURCES:
-        return up.source is SourceKind.NEW  # only behind a SourceOperatorFactory
+    if down_strategy is _HEAD_WITH_SOURCES:
+        return up.source is _NEW  # only behind a SourceOperatorFactory
     return False  # NEVER or HEAD downstream
 
 
@@ -96,11 +115,10 @@ def forward_chaining(topology: Topology) -> list[bool]:
     """Pipelining without Flink's extra conditions: an edge chains when it is FORWARD and its
     target has a single input. Engines that fuse everything between exchanges (Spark's stages)
     use this rule."""
-    ins = topology.in_edges
-    ends = topology.edge_ends
+    degrees = topology.in_degrees
     return [
-        edge.partitioner is Partitioner.FORWARD and len(ins[ends[i][1]]) == 1
-        for i, edge in enumerate(topology.edges)
+        edge.partitioner is _FORWARD and degrees[target] == 1
+        for edge, (_, target) in zip(topology.edges, topology.edge_ends, strict=True)
     ]
 
 
@@ -134,69 +152,64 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
     """
     ops = topology.operators
     outs = topology.out_edges
-    ins = topology.in_edges
-    ends = topology.edge_ends
+    targets = [target for _, target in topology.edge_ends]
     count = len(ops)
+    degrees = topology.in_degrees
+    chained_input = bytearray(count)  # per operator: 1 if a chainable edge leads into it
+    for target in compress(targets, chainable):
+        chained_input[target] = 1
 
-    chained_children: list[list[int]] = [[]] * count  # filled for nodes with chained outputs
-    chain_of = [0] * count
-    members: dict[int, Sequence[int]] = {}
+    new = tuple.__new__  # builds the NamedTuple in C
+    chains: dict[int, Chain] = {}  # by head
+    chain_of = [0] * count  # operator -> head of its chain
     vertex_out: dict[int, Sequence[int]] = {}  # head -> non-chained out edges, in Flink's order
     for head in range(count):
-        head_ins = ins[head]
-        if len(head_ins) == 1 and chainable[head_ins[0]]:
+        if degrees[head] == 1 and chained_input[head]:
             continue  # chained to its single input: not a head
+        op = ops[head]
         head_outs = outs[head]
         for e in head_outs:
             if chainable[e]:
                 break
         else:  # the common one-operator chain
-            members[head] = (head,)
+            chains[head] = new(Chain, (head, (head,), op.name, op.parallelism))
             chain_of[head] = head
             vertex_out[head] = head_outs
             continue
-        post: list[int] = []
-        out_edges: list[int] = []
-        stack = [head]  # node: visit its chained outputs first; ~node: then emit it
-        while stack:
-            node = stack.pop()
-            if node >= 0:
-                children = [ends[e][1] for e in outs[node] if chainable[e]]
-                chained_children[node] = children
-                stack.append(~node)
-                stack.extend(reversed(children))
-            else:
-                node = ~node
-                post.append(node)
-                chain_of[node] = head
-                for e in outs[node]:
-                    if not chainable[e]:
-                        out_edges.append(e)
-        members[head] = tuple(post)
-        vertex_out[head] = out_edges
+        members = _chain_members(head, outs, targets, chainable)
+        name = chained_name(ops, outs, targets, chainable, head)
+        chains[head] = new(Chain, (head, members, name, op.parallelism))
+        for m in members:
+            chain_of[m] = head
+        vertex_out[head] = [e for m in members for e in outs[m] if not chainable[e]]
 
-    order = _sorted_from_sources(topology.sources, vertex_out, ends, chain_of)
-    new = tuple.__new__  # builds the NamedTuple in C
-    return [
-        new(
-            Chain,
-            (
-                head,
-                members[head],
-                chained_name(ops, chained_children, head)
-                if chained_children[head]
-                else ops[head].name,
-                ops[head].parallelism,
-            ),
-        )
-        for head in order
-    ]
+    order = _sorted_from_sources(topology.sources, vertex_out, targets, chain_of)
+    return [chains[head] for head in order]
+
+
+def _chain_members(
+    head: int, outs: Sequence[Sequence[int]], targets: Sequence[int], chainable: Sequence[bool]
+) -> tuple[int, ...]:
+    """A chain's members in depth-first post-order: chained outputs in output order, head last.
+
+    The reverse of that post-order is a pre-order that takes the chained outputs right to left,
+    which a stack yields with one push per member."""
+    order: list[int] = []
+    stack = [head]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for e in outs[node]:
+            if chainable[e]:
+                stack.append(targets[e])
+    order.reverse()
+    return tuple(order)
 
 
 def _sorted_from_sources(
     sources: Sequence[int],
     vertex_out: dict[int, Sequence[int]],
-    ends: Sequence[tuple[int, int]],
+    targets: Sequence[int],
     chain_of: Sequence[int],
 ) -> list[int]:
     """``JobGraph.getVerticesSortedTopologicallyFromSources``, without its recursion.
@@ -204,54 +217,57 @@ def _sorted_from_sources(
     The vertices without inputs (source chains) come first; then, from each placed vertex in
     turn, its consumers in the order its outputs were connected, each as soon as all its
     producers are placed, depth first.
+
+    Flink also walks from the vertices placed after the sources, but that never places
+    anything: such a vertex already walked its consumers when it was placed, and a consumer
+    that was not ready then gets placed by the producer that makes it ready.
     """
     consumers: dict[int, list[int]] = {}
     unplaced = [0] * len(chain_of)  # per vertex: input edges from producers not placed yet
     for head, out_edges in vertex_out.items():
-        targets = [chain_of[ends[e][1]] for e in out_edges]
-        consumers[head] = targets
-        for target in targets:
-            unplaced[target] += 1
+        consumers[head] = vertex_consumers = [chain_of[targets[e]] for e in out_edges]
+        for consumer in vertex_consumers:
+            unplaced[consumer] += 1
     placed: list[int] = list(sources)
     done = bytearray(len(chain_of))
     for vertex in placed:
         done[vertex] = 1
-        for target in consumers[vertex]:
-            unplaced[target] -= 1
-    position = 0
-    while position < len(placed):
-        start = placed[position]
-        position += 1
-        stack = [iter(consumers[start])]
+        for consumer in consumers[vertex]:
+            unplaced[consumer] -= 1
+    for source in sources:
+        # Depth first: a stack of the consumers still to look at, the next one on top.
+        stack = consumers[source][::-1]
         while stack:
-            target = next(stack[-1], -1)
-            if target < 0:
-                stack.pop()
-            elif not done[target] and not unplaced[target]:
-                placed.append(target)
-                done[target] = 1
-                next_targets = consumers[target]
-                for t in next_targets:
-                    unplaced[t] -= 1
-                stack.append(iter(next_targets))
+            vertex = stack.pop()
+            if done[vertex] or unplaced[vertex]:
+                continue
+            placed.append(vertex)
+            done[vertex] = 1
+            next_consumers = consumers[vertex]
+            for consumer in next_consumers:
+                unplaced[consumer] -= 1
+            stack.extend(reversed(next_consumers))
     return placed
 
 
-def chained_name(ops, chained_children: Sequence[Sequence[int]], head: int) -> str:
+def chained_name(
+    ops: Sequence[Operator],
+    outs: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    chainable: Sequence[bool],
+    head: int,
+) -> str:
     """Flink's ``createChainedName``: ``A -> B`` for one chained output, ``A -> (B, C)`` for
     several. Built as one token list, since a long chain would make per-node strings quadratic."""
-    if not chained_children[head]:
-        return ops[head].name
     parts: list[str] = []
-    stack: list[object] = [head]
+    stack: list[int | str] = [head]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             parts.append(item)
             continue
-        node = item
-        parts.append(ops[node].name)
-        children = chained_children[node]
+        parts.append(ops[item].name)
+        children = [targets[e] for e in outs[item] if chainable[e]]
         if len(children) == 1:
             parts.append(" -> ")
             stack.append(children[0])

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from itertools import accumulate
+from operator import itemgetter
 
 import mmh3
 
@@ -45,15 +47,20 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
     """The 16-byte OperatorID of every operator, indexed by operator position."""
     ops = topology.operators
     outs = topology.out_edges
-    ins = topology.in_edges
     ends = topology.edge_ends
+    degrees = topology.in_degrees
     hash_bytes = mmh3.hash_bytes
     from_bytes = int.from_bytes
 
     hashes: list[bytes | None] = [None] * len(ops)
     uids = [op.uid for op in ops]
-    # Per operator: the positions of its inputs' operators, and its outputs' targets.
-    in_sources = [[ends[e][0] for e in node_ins] for node_ins in ins]
+    targets = [target for _, target in ends]
+    # Every operator's input operators in input order, in one flat list: sorting the edges by
+    # target (a stable sort keeps edge order) groups them, and operator p's inputs are
+    # inputs[first[p]:first[p + 1]]. Cheaper than a list per operator on a large job.
+    inputs = [source for source, _ in sorted(ends, key=itemgetter(1))]
+    first = [0, *accumulate(degrees)]
+    waiting = list(degrees)  # per operator: how many of its inputs have no hash yet
     assigned: dict[bytes, int] = {}  # every hash so far -> operator position
     count = 0  # Flink's hashes.size(): the node-local counter
     visited = bytearray(len(ops))
@@ -64,7 +71,20 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
     while queue:
         node = queue.popleft()
         uid = uids[node]
-        node_outs = outs[node]
+        if uid is None and waiting[node]:
+            visited[node] = 0  # revisit once the missing input is hashed
+            continue
+        # The node gets its hash below; nothing in between reads the queue, so its outputs'
+        # targets are enqueued now, in the same pass that counts its chainable outputs.
+        repeat = 1
+        for e in outs[node]:
+            if chainable[e]:
+                repeat += 1
+            target = targets[e]
+            waiting[target] -= 1
+            if not visited[target]:
+                visited[target] = 1
+                queue.append(target)
         if uid is not None:
             digest = uid_operator_id(uid)
             if digest in assigned:
@@ -74,30 +94,12 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
                     f"{digest.hex()} is already taken by operator {other.id} ({other.name!r})"
                 )
         else:
-            sources = in_sources[node]
-            ready = True
-            for source in sources:
-                if hashes[source] is None:
-                    ready = False
-                    break
-            if not ready:
-                visited[node] = 0  # revisit once the missing input is hashed
-                continue
             local = _COUNTER[count] if count < 4096 else count.to_bytes(4, "little", signed=True)
-            repeat = 1
-            for e in node_outs:
-                if chainable[e]:
-                    repeat += 1
             digest = hash_bytes(local * repeat, 0)
-            for source in sources:
+            for source in inputs[first[node] : first[node + 1]]:
                 folded = from_bytes(digest.translate(_TIMES_37), "little")
                 digest = (folded ^ from_bytes(hashes[source], "little")).to_bytes(16, "little")
         hashes[node] = digest
         assigned[digest] = node
         count += 1
-        for e in node_outs:
-            target = ends[e][1]
-            if not visited[target]:
-                visited[target] = 1
-                queue.append(target)
     return hashes  # type: ignore[return-value]  # every node of a DAG is reached

@@ -192,11 +192,20 @@ class Topology:
     @cached_property
     def sources(self) -> tuple[int, ...]:
         """Positions of the operators without inputs, in ascending id order (Flink's walk)."""
-        ins = self.in_edges
         ops = self.operators
-        found = [i for i in range(len(ops)) if not ins[i]]
+        found = [i for i, inputs in enumerate(self.in_degrees) if not inputs]
         found.sort(key=lambda i: ops[i].id)
         return tuple(found)
+
+    @cached_property
+    def in_degrees(self) -> tuple[int, ...]:
+        """For each operator position, its number of inputs. Validation counts them anyway (for
+        Kahn's algorithm); the core's walks use them instead of building :attr:`in_edges`, which
+        would cost a tuple per operator."""
+        degrees = [0] * len(self.operators)
+        for _, target in self.edge_ends:
+            degrees[target] += 1
+        return tuple(degrees)
 
     def _adjacency(self, end) -> tuple[tuple[int, ...], ...]:
         lists: list[list[int]] = [[] for _ in self.operators]
@@ -242,9 +251,7 @@ class Topology:
         """Kahn's algorithm; on a cycle, raise naming the operators on one."""
         count = len(self.operators)
         ends = self.edge_ends
-        indegree = [0] * count
-        for _, target in ends:
-            indegree[target] += 1
+        indegree = list(self.in_degrees)
         outs = self.out_edges
         ready = [i for i in range(count) if indegree[i] == 0]
         order: list[int] = []
