@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from pytest_opid.document import describe_json, parse_json
 from pytest_opid.errors import DocumentError, OpidError
 
 __all__ = ["main"]
@@ -132,7 +133,7 @@ def load(path: str, format: str | None = None) -> Any:
     if not isinstance(data, dict):
         raise DocumentError(
             f"{origin}: expected a JSON object (a topology document, Flink execution plan or "
-            f"saved fingerprint), got {_json_kind(data)}"
+            f"saved fingerprint), got {describe_json(data)}"
         )
     try:
         return fingerprint(data, format=format)
@@ -140,30 +141,8 @@ def load(path: str, format: str | None = None) -> Any:
         raise type(exc)(f"{origin}: {exc}") from None
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number"
-
-
 def _parse_stdin() -> Any:
-    text = sys.stdin.read()
-    if not text.strip():
-        raise DocumentError("<stdin>: the input is empty")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DocumentError(
-            f"<stdin>: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    except RecursionError:
-        raise DocumentError("<stdin>: JSON nested too deeply") from None
+    return parse_json(sys.stdin.read(), "<stdin>")
 
 
 # -- the table ------------------------------------------------------------------------------------

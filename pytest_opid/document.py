@@ -26,7 +26,14 @@ from pytest_opid.topology import (
     Topology,
 )
 
-__all__ = ["dump_document", "load_document", "read_json", "topology_from_document"]
+__all__ = [
+    "describe_json",
+    "dump_document",
+    "load_document",
+    "parse_json",
+    "read_json",
+    "topology_from_document",
+]
 
 VERSION = 1
 
@@ -55,16 +62,21 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise DocumentError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DocumentError(f"{path}: cannot read: {exc}") from None
+    return parse_json(text, str(path), empty="the file is empty")
+
+
+def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any:
+    """Parse JSON text; every failure is a :class:`DocumentError` that names ``origin``."""
     if not text.strip():
-        raise DocumentError(f"{path}: the file is empty")
+        raise DocumentError(f"{origin}: {empty}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DocumentError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            f"{origin}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
     except RecursionError:
-        raise DocumentError(f"{path}: JSON nested too deeply") from None
+        raise DocumentError(f"{origin}: JSON nested too deeply") from None
 
 
 def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topology:
@@ -82,7 +94,8 @@ def topology_from_document(doc: Any) -> Topology:
     """Validate a parsed document and build the :class:`Topology` it describes."""
     if not isinstance(doc, Mapping):
         raise DocumentError(
-            f"a topology document is a JSON object with 'nodes' and 'edges', got {_json_type(doc)}"
+            "a topology document is a JSON object with 'nodes' and 'edges', "
+            f"got {describe_json(doc)}"
         )
     _reject_unknown(doc, _TOP_KEYS, "the document")
     version = doc.get("version", VERSION)
@@ -92,7 +105,7 @@ def topology_from_document(doc: Any) -> Topology:
         if key not in doc:
             raise DocumentError(f"the document has no {key!r} list")
         if not isinstance(doc[key], list):
-            raise DocumentError(f"{key!r} must be a list, got {_json_type(doc[key])}")
+            raise DocumentError(f"{key!r} must be a list, got {describe_json(doc[key])}")
     chaining_enabled = _flag(doc, "chaining_enabled", "the document")
     chain_different = _flag(doc, "chain_different_max_parallelism", "the document")
     operators = [_operator(node, i) for i, node in enumerate(doc["nodes"])]
@@ -147,7 +160,7 @@ def dump_document(topology: Topology) -> dict[str, Any]:
 def _operator(node: Any, position: int) -> Operator:
     where = f"node #{position}"
     if not isinstance(node, Mapping):
-        raise DocumentError(f"{where} must be a JSON object, got {_json_type(node)}")
+        raise DocumentError(f"{where} must be a JSON object, got {describe_json(node)}")
     if "id" in node:
         where = f"node {node['id']!r} (#{position})"
     _reject_unknown(node, _NODE_KEYS, where)
@@ -171,7 +184,7 @@ def _operator(node: Any, position: int) -> Operator:
 def _edge(edge: Any, position: int) -> Edge:
     where = f"edge #{position}"
     if not isinstance(edge, Mapping):
-        raise DocumentError(f"{where} must be a JSON object, got {_json_type(edge)}")
+        raise DocumentError(f"{where} must be a JSON object, got {describe_json(edge)}")
     if "source" in edge and "target" in edge:
         where = f"edge #{position} ({edge['source']!r} -> {edge['target']!r})"
     _reject_unknown(edge, _EDGE_KEYS, where)
@@ -250,7 +263,8 @@ def _value(member: enum.Enum | None) -> Any:
     return None if member is None else member.value
 
 
-def _json_type(value: Any) -> str:
+def describe_json(value: Any) -> str:
+    """How an error message names a JSON value's type: "an object", "a list", "a number"..."""
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
     for kind, name in names.items():
         if isinstance(value, kind):

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from pytest_opid.document import describe_json
 from pytest_opid.errors import DocumentError, TopologyError
 from pytest_opid.topology import (
     ChainingStrategy,
@@ -149,18 +150,19 @@ def topology_from_plan(
 def _nodes(data: Any) -> list[Mapping[str, Any]]:
     if not isinstance(data, Mapping):
         raise DocumentError(
-            f"a Flink execution plan is a JSON object with a 'nodes' list, got {_kind(data)}"
+            "a Flink execution plan is a JSON object with a 'nodes' list, "
+            f"got {describe_json(data)}"
         )
     if "nodes" not in data:
         raise DocumentError("the plan has no 'nodes' list")
     nodes = data["nodes"]
     if not isinstance(nodes, list):
-        raise DocumentError(f"the plan's 'nodes' must be a list, got {_kind(nodes)}")
+        raise DocumentError(f"the plan's 'nodes' must be a list, got {describe_json(nodes)}")
     seen: set[int] = set()
     for position, node in enumerate(nodes):
         where = f"plan node #{position}"
         if not isinstance(node, Mapping):
-            raise DocumentError(f"{where} must be a JSON object, got {_kind(node)}")
+            raise DocumentError(f"{where} must be a JSON object, got {describe_json(node)}")
         if "id" not in node:
             raise DocumentError(f"{where} has no 'id'")
         node_id = node["id"]
@@ -189,7 +191,7 @@ def _nodes(data: Any) -> list[Mapping[str, Any]]:
         predecessors = node.get("predecessors", [])
         if not isinstance(predecessors, list):
             raise DocumentError(
-                f"{where}: 'predecessors' must be a list, got {_kind(predecessors)}"
+                f"{where}: 'predecessors' must be a list, got {describe_json(predecessors)}"
             )
         if pact == "Data Source" and predecessors:
             raise DocumentError(f"{where} is a Data Source but has predecessors")
@@ -249,7 +251,7 @@ def _edges(
         for position, pred in enumerate(predecessors):
             where = f"plan node {node_id}, predecessor #{position}"
             if not isinstance(pred, Mapping):
-                raise DocumentError(f"{where} must be a JSON object, got {_kind(pred)}")
+                raise DocumentError(f"{where} must be a JSON object, got {describe_json(pred)}")
             if "id" not in pred:
                 raise DocumentError(f"{where} has no 'id'")
             source = pred["id"]
@@ -392,13 +394,3 @@ def _enum(kind: Any, value: Any, what: str, node_id: int) -> Any:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if value is None:
-        return "null"
-    return type(value).__name__
