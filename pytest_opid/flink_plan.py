@@ -160,14 +160,7 @@ def _nodes(data: Any) -> list[Mapping[str, Any]]:
         raise DocumentError(f"the plan's 'nodes' must be a list, got {describe_json(nodes)}")
     seen: set[int] = set()
     for position, node in enumerate(nodes):
-        where = f"plan node #{position}"
-        if not isinstance(node, Mapping):
-            raise DocumentError(f"{where} must be a JSON object, got {describe_json(node)}")
-        if "id" not in node:
-            raise DocumentError(f"{where} has no 'id'")
-        node_id = node["id"]
-        if not _is_int(node_id):
-            raise DocumentError(f"{where}: 'id' must be an integer, got {node_id!r}")
+        node_id = _id_of(node, f"plan node #{position}")
         if node_id in seen:
             raise DocumentError(f"duplicate plan node id {node_id}")
         seen.add(node_id)
@@ -250,13 +243,7 @@ def _edges(
         types = _type_numbers(node, predecessors, type_numbers)
         for position, pred in enumerate(predecessors):
             where = f"plan node {node_id}, predecessor #{position}"
-            if not isinstance(pred, Mapping):
-                raise DocumentError(f"{where} must be a JSON object, got {describe_json(pred)}")
-            if "id" not in pred:
-                raise DocumentError(f"{where} has no 'id'")
-            source = pred["id"]
-            if not _is_int(source):
-                raise DocumentError(f"{where}: 'id' must be an integer, got {source!r}")
+            source = _id_of(pred, where)
             if source not in known:
                 raise DocumentError(f"{where} names node {source}, which is not in the plan")
             strategy = pred.get("ship_strategy", "FORWARD")
@@ -394,3 +381,15 @@ def _enum(kind: Any, value: Any, what: str, node_id: int) -> Any:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _id_of(entry: Any, where: str) -> int:
+    """The integer ``id`` of a plan node or predecessor entry, or an error naming ``where``."""
+    if not isinstance(entry, Mapping):
+        raise DocumentError(f"{where} must be a JSON object, got {describe_json(entry)}")
+    if "id" not in entry:
+        raise DocumentError(f"{where} has no 'id'")
+    value = entry["id"]
+    if not _is_int(value):
+        raise DocumentError(f"{where}: 'id' must be an integer, got {value!r}")
+    return value
