@@ -196,7 +196,7 @@ class Recorder:
                 if not (result.created or result.updated) and (
                     result.recalled_data != result.asserted_data
                 ):
-                    self._warn_unprotected(result, title)
+                    self._warn_unprotected(result, entry.fingerprint, title)
                 continue
             if result.exception is not None:
                 failures.append(f"{title}\ncould not be compared: {result.exception!r}")
@@ -210,8 +210,8 @@ class Recorder:
                 except DocumentError as exc:
                     failures.append(f"{title}\n{exc}; recreate it with pytest --snapshot-update")
                     continue
-                new = loads(str(result.asserted_data))
-                failures.append(f"{title}\n{render(compare(old, new), self._check)}")
+                # The recorded fingerprint itself, not its snapshot text parsed back.
+                failures.append(f"{title}\n{render(compare(old, entry.fingerprint), self._check)}")
         return failures
 
     def _assertion(self, extension_class: type) -> Any:
@@ -220,13 +220,13 @@ class Recorder:
         assertion.extension.exact = bool(self._item.config.option.update_snapshots)
         return assertion
 
-    def _warn_unprotected(self, result: Any, title: str) -> None:
+    def _warn_unprotected(self, result: Any, recorded: Fingerprint, title: str) -> None:
         """The check passed, but the snapshot misses operators: say that nothing protects
         their IDs yet."""
         from pytest_opid.diff import compare
         from pytest_opid.snapshot import loads
 
-        comparison = compare(loads(str(result.recalled_data)), loads(str(result.asserted_data)))
+        comparison = compare(loads(str(result.recalled_data)), recorded)
         if comparison.added:
             count = len(comparison.added)
             names = ", ".join(f'"{n.name}"' for n in comparison.added[:3])
