@@ -1,0 +1,1 @@
+"""Flink: OperatorIDs, chains, documents, the builder, plans, savepoints and restore rules."""
