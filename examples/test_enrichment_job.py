@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_opid.builder import Stream, StreamEnvironment
+from pytest_opid.flink.builder import Stream, StreamEnvironment
 
 
 def enrichment_job() -> tuple[Stream, Stream]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 import pytest_opid
-from pytest_opid.builder import Stream, StreamEnvironment
-from pytest_opid.diff import compare, render
+from pytest_opid.flink.builder import Stream, StreamEnvironment
+from pytest_opid.compare import compare
+from pytest_opid.render.explain import render
 
 
 def orders_job(*, validate: bool = False, parallelism: int = 4) -> Stream:

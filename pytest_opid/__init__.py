@@ -1,46 +1,78 @@
-"""pytest-opid: Flink-exact OperatorIDs and operator chains, snapshotted in your tests."""
+"""pytest-opid: the operator identities your streaming state depends on, held stable in tests.
+
+The public API is this module's ``__all__``; everything else is internal (see the README's
+"Architecture" section). Names load on first use: pytest imports this package for every session
+through the plugin, which must stay cheap for sessions that never fingerprint anything.
+"""
 
 from __future__ import annotations
 
-from pytest_opid.errors import DocumentError, HashCollisionError, OpidError, TopologyError
-from pytest_opid.fingerprint import (
-    ChainedOperator,
-    Fingerprint,
-    JobVertex,
-    OperatorFingerprint,
-    StateOperator,
-    compute,
-    fingerprint,
-)
-from pytest_opid.topology import (
-    ChainingStrategy,
-    Edge,
-    ExchangeMode,
-    Operator,
-    Partitioner,
-    SourceKind,
-    Topology,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from pytest_opid.compare import Check, Comparison, compare
+    from pytest_opid.errors import DocumentError, HashCollisionError, OpidError, TopologyError
+    from pytest_opid.flink.compute import compute
+    from pytest_opid.io.registry import fingerprint
+    from pytest_opid.model import (
+        ChainingStrategy,
+        Edge,
+        ExchangeMode,
+        Operator,
+        Partitioner,
+        SourceKind,
+        Topology,
+    )
+    from pytest_opid.render.explain import render
+    from pytest_opid.result import (
+        ChainedOperator,
+        Fingerprint,
+        JobVertex,
+        OperatorFingerprint,
+        StateOperator,
+        StateStore,
+    )
 
-__all__ = [
-    "ChainedOperator",
-    "ChainingStrategy",
-    "DocumentError",
-    "Edge",
-    "ExchangeMode",
-    "Fingerprint",
-    "HashCollisionError",
-    "JobVertex",
-    "Operator",
-    "OperatorFingerprint",
-    "OpidError",
-    "Partitioner",
-    "SourceKind",
-    "StateOperator",
-    "Topology",
-    "TopologyError",
-    "compute",
-    "fingerprint",
-]
+__version__ = "0.2.0"
+
+_EXPORTS = {
+    "Check": "pytest_opid.compare",
+    "Comparison": "pytest_opid.compare",
+    "compare": "pytest_opid.compare",
+    "DocumentError": "pytest_opid.errors",
+    "HashCollisionError": "pytest_opid.errors",
+    "OpidError": "pytest_opid.errors",
+    "TopologyError": "pytest_opid.errors",
+    "compute": "pytest_opid.flink.compute",
+    "fingerprint": "pytest_opid.io.registry",
+    "ChainingStrategy": "pytest_opid.model",
+    "Edge": "pytest_opid.model",
+    "ExchangeMode": "pytest_opid.model",
+    "Operator": "pytest_opid.model",
+    "Partitioner": "pytest_opid.model",
+    "SourceKind": "pytest_opid.model",
+    "Topology": "pytest_opid.model",
+    "render": "pytest_opid.render.explain",
+    "ChainedOperator": "pytest_opid.result",
+    "Fingerprint": "pytest_opid.result",
+    "JobVertex": "pytest_opid.result",
+    "OperatorFingerprint": "pytest_opid.result",
+    "StateOperator": "pytest_opid.result",
+    "StateStore": "pytest_opid.result",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_opid' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,10 +1,11 @@
-"""The ``opid`` command: fingerprints and diffs of topologies from the shell.
+"""The ``opid`` command: fingerprints and comparisons of topologies from the shell.
 
-``opid fingerprint FILE`` prints what Flink would call every operator and every chain of a
-topology document, a Flink execution plan or a saved fingerprint (``-`` reads stdin);
-``opid diff OLD NEW`` compares two of them. Bad input never shows a traceback: one line
-``error: ...`` on stderr naming the file and the node or edge at fault, exit status 2 and
-nothing on stdout, so scripts can rely on the output being complete or absent.
+``opid fingerprint FILE`` prints the operator IDs and chains of a topology document, an
+execution plan, a saved fingerprint or an ``.opid`` snapshot (``-`` reads stdin); ``opid diff
+OLD NEW`` compares two of them and exits by the verdict the pytest plugin would give. Bad input
+never shows a traceback: one line ``error: ...`` on stderr naming the file and the place at
+fault, exit status 2 and nothing on stdout, so scripts can rely on the output being complete or
+absent. Output is always valid UTF-8, and a reader that goes away (``| head``) ends it quietly.
 """
 
 from __future__ import annotations
@@ -14,16 +15,22 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from pytest_opid.document import describe_json, parse_json
-from pytest_opid.errors import DocumentError, OpidError
+from pytest_opid import __version__
+from pytest_opid.compare import Check, compare
+from pytest_opid.errors import OpidError
+from pytest_opid.io.registry import data_formats, load_input
+from pytest_opid.render.explain import render
+from pytest_opid.render.table import render_table
 
 __all__ = ["main"]
 
-FORMATS = ("document", "plan", "fingerprint")
 EXIT_OK = 0
+EXIT_FAILED = 1
 EXIT_ERROR = 2
+#: Longest error line printed; longer messages are cut (they never echo whole inputs).
+_MAX_ERROR = 300
 
 
 class _UsageError(Exception):
@@ -36,32 +43,35 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from pytest_opid import __version__
-
-    parser = _Parser(
-        prog="opid",
-        description="Flink-exact OperatorIDs and operator chains of a topology.",
-    )
+    parser = _Parser(prog="opid", description="Operator IDs and chains of a dataflow topology.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
     fp = commands.add_parser(
         "fingerprint",
-        help="print the OperatorIDs and job vertices of a topology",
-        description="Print the OperatorIDs and job vertices (operator chains) of a topology "
-        "document, Flink execution plan or saved fingerprint.",
+        help="print the operator IDs and job vertices of a topology",
+        description="Print the operator IDs and job vertices (operator chains, stages) of a "
+        "topology document, execution plan, saved fingerprint or .opid snapshot.",
     )
-    fp.add_argument("file", metavar="FILE", help="a JSON file, or - for stdin")
+    fp.add_argument("file", metavar="FILE", help="a file, or - for stdin")
     _common_options(fp)
 
     diff = commands.add_parser(
         "diff",
-        help="compare two topologies: which operators would lose their state",
-        description="Compare two topologies (documents, plans or saved fingerprints).",
+        help="compare two topologies: what the change does to their state",
+        description="Compare two topologies (documents, plans, saved fingerprints or .opid "
+        "snapshots). Exit 0 when the check passes, 1 when it fails, 2 on bad input.",
     )
-    diff.add_argument("old", metavar="OLD", help="the deployed topology (a JSON file, or -)")
-    diff.add_argument("new", metavar="NEW", help="the new topology (a JSON file, or -)")
+    diff.add_argument("old", metavar="OLD", help="the deployed topology (a file, or -)")
+    diff.add_argument("new", metavar="NEW", help="the new topology (a file, or -)")
+    diff.add_argument(
+        "--check",
+        choices=[c.value for c in Check],
+        default=Check.IDS.value,
+        help="what must stay stable, as in @pytest.mark.stable_topology(check=...): ids (the "
+        "state restores into the same operators; default), chains, or both",
+    )
     _common_options(diff)
     return parser
 
@@ -69,11 +79,11 @@ def _parser() -> argparse.ArgumentParser:
 def _common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=data_formats(),
         default=None,
-        help="how to read the input (default: detected from its keys)",
+        help="how to read the input (default: detected)",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,146 +91,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.command == "fingerprint":
-            output = _fingerprint_command(args)
+            code, output = EXIT_OK, fingerprint_command(args)
         else:
-            return _diff_command(args)
+            code, output = diff_command(args)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except _UsageError as exc:
         return _fail(str(exc))
-    except (OpidError, OSError, TypeError, ValueError, UnicodeError, RecursionError) as exc:
+    except (OpidError, OSError, TypeError, ValueError, RecursionError) as exc:
         return _fail(_one_line(exc))
-    try:
-        sys.stdout.write(output)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `opid fingerprint big.json | head`: the reader left, not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_OK
+    _write(output)
+    return code
 
 
-def _fingerprint_command(args: argparse.Namespace) -> str:
-    fingerprint = load(args.file, args.format)
+def fingerprint_command(args: argparse.Namespace) -> str:
+    """``opid fingerprint``: the table, or the saved form with ``--json``."""
+    fingerprint = load_input(args.file, args.format)
     if args.json:
         return fingerprint.to_json() + "\n"
     return render_table(fingerprint)
 
 
-def _diff_command(args: argparse.Namespace) -> int:
+def diff_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid diff OLD NEW``: the exit status (by the plugin's verdict) and the output."""
+    old = load_input(args.old, args.format)
+    new = load_input(args.new, args.format)
+    comparison = compare(old, new)
+    check = Check.parse(getattr(args, "check", Check.IDS.value))
+    code = EXIT_FAILED if comparison.breaks(check) else EXIT_OK
+    if args.json:
+        data = comparison.to_dict()
+        data["check"] = check.value
+        data["stable"] = code == EXIT_OK
+        return code, json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return code, render(comparison, check, accept=None) + "\n"
+
+
+def _write(output: str) -> None:
+    """Write to stdout as UTF-8 whatever the locale; a closed pipe ends the output quietly."""
     try:
-        from pytest_opid.diff import cli_diff
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("pytest_opid.diff",):
-            raise
-        return _fail("opid diff is not available in this installation (no pytest_opid.diff)")
-    try:
-        return cli_diff(args)
-    except (OpidError, OSError, TypeError, ValueError, UnicodeError, RecursionError) as exc:
-        return _fail(_one_line(exc))
-
-
-def load(path: str, format: str | None = None) -> Any:
-    """The fingerprint of the file at ``path`` (``-``: stdin), errors prefixed with the file."""
-    from pytest_opid.document import read_json
-    from pytest_opid.fingerprint import fingerprint
-
-    if path == "-":
-        origin = "<stdin>"
-        data = _parse_stdin()
-    else:
-        origin = path
-        data = read_json(path)
-    if not isinstance(data, dict):
-        raise DocumentError(
-            f"{origin}: expected a JSON object (a topology document, Flink execution plan or "
-            f"saved fingerprint), got {describe_json(data)}"
-        )
-    try:
-        return fingerprint(data, format=format)
-    except OpidError as exc:
-        raise type(exc)(f"{origin}: {exc}") from None
-
-
-def _parse_stdin() -> Any:
-    return parse_json(sys.stdin.read(), "<stdin>")
-
-
-# -- the table ------------------------------------------------------------------------------------
-
-
-def render_table(fingerprint: Any) -> str:
-    """Job vertices in Flink's order, each with its operators (OperatorID, user-defined ID,
-    uid, parallelism, name). Operators are listed in node order within their vertex."""
-    members: dict[str | None, list[Any]] = {}
-    for op in fingerprint.operators:
-        members.setdefault(op.job_vertex, []).append(op)
-    vertices = list(fingerprint.job_vertices)
-    lines = [
-        f"{_count(len(fingerprint.operators), 'operator')} in "
-        f"{_count(len(vertices), 'job vertex', 'job vertices')}",
-    ]
-    header = ("OperatorID", "user-defined ID", "uid", "parallelism", "name")
-    rows_by_vertex = []
-    for vertex in vertices:
-        rows_by_vertex.append(
-            [
-                (
-                    op.operator_id,
-                    op.user_operator_id or "-",
-                    "-" if op.uid is None else _printable(op.uid),
-                    str(vertex.parallelism),
-                    _printable(op.name),
-                )
-                for op in members.get(vertex.id, [])
-            ]
-        )
-    all_rows = [header] + [row for rows in rows_by_vertex for row in rows]
-    widths = [max(len(row[i]) for row in all_rows) for i in range(len(header) - 1)]
-
-    def fmt(row: tuple[str, ...]) -> str:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        return "    " + "  ".join([*cells, row[-1]])
-
-    for number, (vertex, rows) in enumerate(zip(vertices, rows_by_vertex, strict=True), start=1):
-        lines.append("")
-        lines.append(
-            f"job vertex {number}: {_printable(vertex.name)}  "
-            f"(id {vertex.id}, parallelism {vertex.parallelism})"
-        )
-        lines.append(fmt(header))
-        lines.extend(fmt(row) for row in rows)
-    orphans = members.get(None, [])
-    if orphans:
-        lines.append("")
-        lines.append("operators in no job vertex")
-        lines.extend(
-            fmt((op.operator_id, op.user_operator_id or "-", "-", "", _printable(op.name)))
-            for op in orphans
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _count(n: int, singular: str, plural: str | None = None) -> str:
-    return f"{n} {singular if n == 1 else plural or singular + 's'}"
-
-
-def _printable(text: str) -> str:
-    """Names and uids may hold newlines or control characters; keep one line per operator."""
-    if text.isprintable():
-        return text
-    return json.dumps(text, ensure_ascii=False)[1:-1]
-
-
-# -- errors ---------------------------------------------------------------------------------------
+        sys.stdout.flush()
+        stream = getattr(sys.stdout, "buffer", None)
+        if stream is None:
+            sys.stdout.write(output)
+        else:
+            stream.write(output.encode("utf-8", "backslashreplace"))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `opid fingerprint big.json | head`: the reader left
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _one_line(exc: BaseException) -> str:
     message = str(exc) or type(exc).__name__
     if isinstance(exc, RecursionError):
         message = "the input is nested too deeply"
-    return " ".join(message.split())
+    line = " ".join(message.split())
+    return line if len(line) <= _MAX_ERROR else line[: _MAX_ERROR - 3] + "..."
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    text = f"error: {message}\n".encode("utf-8", "backslashreplace").decode("utf-8")
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (BrokenPipeError, UnicodeEncodeError):
+        pass
     return EXIT_ERROR

@@ -1,1 +1,77 @@
-"""Flink: OperatorIDs, chains, documents, the builder, plans, savepoints and restore rules."""
+"""Flink: OperatorIDs and chains exactly as Flink 2.3 computes them, and its restore rules.
+
+Importing the package registers with :mod:`pytest_opid.io.registry` what it contributes: the
+fingerprint of a :class:`~pytest_opid.model.Topology` or a builder stream, topology documents
+and execution plans as data formats, and :class:`~pytest_opid.flink.rules.FlinkRules`.
+
+Modules: :mod:`.hasher` (``StreamGraphHasherV2``), :mod:`.chaining` (``isChainable`` and the
+JobGraph's vertices), :mod:`.compute` (both together), :mod:`.document` (topology document
+v1), :mod:`.builder` (a DataStream-like builder), :mod:`.plan` (execution plan import),
+:mod:`.rules` (savepoint restore by ID, in Flink's words).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_opid.flink.chaining import flink_chaining
+from pytest_opid.flink.compute import compute
+from pytest_opid.flink.document import topology_from_document
+from pytest_opid.flink.plan import topology_from_plan
+from pytest_opid.flink.rules import FlinkRules
+from pytest_opid.io.registry import (
+    DataFormat,
+    Frontend,
+    register_engine,
+    register_format,
+    register_frontend,
+)
+from pytest_opid.model import Topology
+from pytest_opid.result import Fingerprint
+
+__all__ = ["compute"]
+
+
+def _is_topology(obj: Any) -> bool:
+    return isinstance(obj, Topology) or callable(getattr(type(obj), "to_topology", None))
+
+
+def _topology_fingerprint(obj: Any, chaining: Any) -> Fingerprint:
+    topology = obj if isinstance(obj, Topology) else obj.to_topology()
+    return compute(topology, chaining or flink_chaining)
+
+
+def _is_plan(data: Mapping[str, Any]) -> bool:
+    nodes = data.get("nodes")
+    if isinstance(nodes, list) and "edges" not in data:
+        first = next((n for n in nodes if isinstance(n, Mapping)), {})
+        return "pact" in first or "predecessors" in first or "contents" in first
+    return False
+
+
+register_frontend(
+    Frontend(
+        "flink-topology",
+        _is_topology,
+        _topology_fingerprint,
+        "a Topology or a builder stream (anything with to_topology())",
+    )
+)
+register_format(
+    DataFormat(
+        "document",
+        lambda data: "edges" in data,
+        lambda data, chaining: compute(topology_from_document(data), chaining or flink_chaining),
+        "a topology document",
+    )
+)
+register_format(
+    DataFormat(
+        "plan",
+        _is_plan,
+        lambda data, chaining: compute(topology_from_plan(data), chaining or flink_chaining),
+        "a Flink execution plan",
+    )
+)
+register_engine(FlinkRules())

@@ -141,15 +141,15 @@ def test_usage_errors_are_one_line(capsys, argv, message):
 
 
 def test_diff_is_wired_to_the_diff_module(capsys, monkeypatch, uid_job):
-    import pytest_opid.diff
+    import pytest_opid.cli
 
     seen = {}
 
     def fake_cli_diff(args):
         seen.update(old=args.old, new=args.new, format=args.format, json=args.json)
-        return 1
+        return 1, ""
 
-    monkeypatch.setattr(pytest_opid.diff, "cli_diff", fake_cli_diff)
+    monkeypatch.setattr(pytest_opid.cli, "diff_command", fake_cli_diff)
     assert main(["diff", "a.json", "b.json", "--format", "plan", "--json"]) == 1
     assert seen == {"old": "a.json", "new": "b.json", "format": "plan", "json": True}
 

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from pytest_opid.cli import main
-from pytest_opid.document import load_document
+from pytest_opid.flink.document import load_document
 from pytest_opid.errors import DocumentError, OpidError, TopologyError
-from pytest_opid.fingerprint import fingerprint
-from pytest_opid.topology import Edge, Operator, Topology
+from pytest_opid import fingerprint
+from pytest_opid.model import Edge, Operator, Topology
 
 
 def n(i, **kw):

@@ -10,11 +10,11 @@ import json
 
 import pytest
 
-from pytest_opid.document import dump_document, load_document
+from pytest_opid.flink.document import dump_document, load_document
 from pytest_opid.errors import HashCollisionError
-from pytest_opid.fingerprint import compute, fingerprint
-from pytest_opid.hasher import uid_operator_id
-from pytest_opid.topology import Edge, Operator, Partitioner, SourceKind, Topology
+from pytest_opid import compute, fingerprint
+from pytest_opid.flink.hasher import uid_operator_id
+from pytest_opid.model import Edge, Operator, Partitioner, SourceKind, Topology
 
 
 def test_million_operator_pipeline():

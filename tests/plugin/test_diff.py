@@ -13,10 +13,12 @@ import mmh3
 import pytest
 
 import pytest_opid
-from pytest_opid.diff import Check, cli_diff, compare, render
+from pytest_opid.cli import diff_command
+from pytest_opid.compare import Check, compare
+from pytest_opid.render.explain import render
 from pytest_opid.errors import OpidError
-from pytest_opid.fingerprint import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
-from pytest_opid.topology import Edge, Operator, Partitioner, SourceKind, Topology
+from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
+from pytest_opid.model import Edge, Operator, Partitioner, SourceKind, Topology
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -300,12 +302,19 @@ def test_to_dict_is_json():
 # -- opid diff ----------------------------------------------------------------------------------
 
 
+def cli_diff(namespace: argparse.Namespace) -> int:
+    """``opid diff`` in-process: print what it prints, return its exit status."""
+    code, output = diff_command(namespace)
+    print(output, end="")
+    return code
+
+
 def args(old, new, *, format=None, as_json=False) -> argparse.Namespace:
     return argparse.Namespace(old=str(old), new=str(new), format=format, json=as_json)
 
 
 def write(path: Path, topology: Topology) -> Path:
-    from pytest_opid.document import dump_document
+    from pytest_opid.flink.document import dump_document
 
     path.write_text(json.dumps(dump_document(topology)))
     return path
@@ -325,7 +334,7 @@ def test_cli_diff_exit_codes(tmp_path, capsys):
 
 
 def test_cli_diff_reads_saved_fingerprints_and_snapshots(tmp_path, capsys):
-    from pytest_opid.snapshot import dumps
+    from pytest_opid.io.snapshot import dumps
 
     saved = tmp_path / "old.fingerprint.json"
     saved.write_text(fp(job()).to_json())
@@ -377,7 +386,7 @@ def test_operator_inserted_in_front_takes_over_the_old_id_and_its_state():
     """Source -> Parse -> Sink, all chained; a filter inserted before Parse sits where Parse sat
     in Flink's walk (position 1, one chained output, the source as input), so it gets Parse's
     old OperatorID and Flink would restore Parse's state into the filter. That is not a rename."""
-    from pytest_opid.builder import source
+    from pytest_opid.flink.builder import source
 
     old = pytest_opid.fingerprint(source("Kafka").map("Parse").sink("Print"))
     new = pytest_opid.fingerprint(source("Kafka").filter("Drop bots").map("Parse").sink("Print"))
@@ -400,7 +409,7 @@ def test_operator_inserted_in_front_takes_over_the_old_id_and_its_state():
 
 
 def test_a_real_rename_is_not_misplaced_state():
-    from pytest_opid.builder import source
+    from pytest_opid.flink.builder import source
 
     old = pytest_opid.fingerprint(source("Kafka").map("Parse").sink("Print"))
     new = pytest_opid.fingerprint(source("Kafka").map("Parse JSON").sink("Print"))

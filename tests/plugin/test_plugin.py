@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import pytest_opid
-from pytest_opid.snapshot import loads
+from pytest_opid.io.snapshot import loads
 
 MODULE = """
 import json
@@ -355,7 +355,7 @@ import json
 from pathlib import Path
 
 import pytest
-from pytest_opid.snapshot import TopologySnapshotExtension
+from pytest_opid.plugin.extension import TopologySnapshotExtension
 
 HERE = Path(__file__).parent
 
@@ -416,7 +416,7 @@ def test_the_plugin_imports_nothing_heavy():
         "import sys, pytest_opid.plugin; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pyspark', 'hypothesis', 'syrupy', 'py4j') or m in "
-        "('pytest_opid.snapshot', 'pytest_opid.diff', 'pytest_opid.report', 'pytest_opid.spark')))"
+        "('pytest_opid.io.snapshot', 'pytest_opid.plugin.extension', 'pytest_opid.render.report', 'pytest_opid.spark')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

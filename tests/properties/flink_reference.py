@@ -14,7 +14,7 @@ from functools import cache
 
 import mmh3
 
-from pytest_opid.topology import (
+from pytest_opid.model import (
     ChainingStrategy,
     ExchangeMode,
     Partitioner,

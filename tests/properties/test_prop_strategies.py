@@ -12,7 +12,7 @@ from hypothesis.errors import InvalidArgument
 
 from pytest_opid import compute
 from pytest_opid.strategies import REFACTORING_KINDS, refactorings, topologies
-from pytest_opid.topology import (
+from pytest_opid.model import (
     ChainingStrategy,
     ExchangeMode,
     Partitioner,

@@ -1,6 +1,6 @@
 """Inputs and Spark-side observers for the PySpark frontend's tests.
 
-Every test shares the session-scoped ``spark`` fixture of ``pytest_opid.spark_plugin``. The
+Every test shares the session-scoped ``spark`` fixture of ``pytest_opid.plugin.spark``. The
 observers here ask Spark itself what happened (which stages ran, which operator wrote which
 state directory) so that the tests compare pytest-opid's predictions with Spark, not with
 pytest-opid's own output.

@@ -8,7 +8,8 @@ import pytest
 
 import pytest_opid
 from pytest_opid import DocumentError, Partitioner
-from pytest_opid.spark import fingerprint_graph, graph_from_plan, plan_graph
+from pytest_opid.spark import plan_graph
+from pytest_opid.spark.plan import fingerprint_graph, graph_from_plan
 from tests.spark.spark_checks import CUSTOMERS_SCHEMA
 
 
@@ -150,7 +151,7 @@ def test_plan_json_comes_in_pieces_without_mangling_text(spark):
     # (two UTF-16 units) may fall on a piece boundary, on either parity.
     from pyspark.sql import functions as F
 
-    from pytest_opid.spark import _Jvm
+    from pytest_opid.spark.jvm import _Jvm
 
     for pad in range(2):
         literal = "y" * pad + "a\U0001f600\u00e9?" * 3000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_opid.spark_plugin import SPARK_CONF
+from pytest_opid.plugin.spark import SPARK_CONF
 
 
 def test_fixture_session_is_small_local_and_static(spark):

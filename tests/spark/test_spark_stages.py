@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 import pytest_opid
-from pytest_opid.chaining import forward_chaining
-from pytest_opid.hasher import operator_ids
-from pytest_opid.spark import plan_graph, spark_chaining
+from pytest_opid.flink.chaining import forward_chaining
+from pytest_opid.flink.hasher import operator_ids
+from pytest_opid.spark import plan_graph
+from pytest_opid.spark.plan import spark_chaining
 from tests.spark.spark_checks import CUSTOMERS_SCHEMA, predicted_stages, sql_conf
 
 

@@ -31,15 +31,14 @@ The plan's ``side`` field is always ``"second"`` in Flink's printer and carries 
 from __future__ import annotations
 
 import heapq
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from pytest_opid.document import describe_json
 from pytest_opid.errors import DocumentError, TopologyError
-from pytest_opid.topology import (
+from pytest_opid.io.json import describe_json, parse_json, read_json
+from pytest_opid.model import (
     ChainingStrategy,
     Edge,
     Operator,
@@ -65,20 +64,12 @@ def load_plan(
     if isinstance(source, Mapping):
         return topology_from_plan(source, **options)
     if isinstance(source, str) and source.lstrip().startswith("{"):
-        try:
-            data = json.loads(source)
-        except json.JSONDecodeError as exc:
-            raise DocumentError(
-                f"the plan is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-            ) from None
-        return topology_from_plan(data, **options)
+        return topology_from_plan(parse_json(source, "the plan"), **options)
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(
             "load_plan() takes a dict, a JSON string or a path, "
             f"got {type(source).__module__}.{type(source).__qualname__}"
         )
-    from pytest_opid.document import read_json
-
     data = read_json(source)
     try:
         return topology_from_plan(data, **options)

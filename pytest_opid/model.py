@@ -1,9 +1,10 @@
-"""The topology model: operators, edges and the graph-wide switches Flink consults.
+"""The topology model: operators, edges and the graph-wide switches that decide identities.
 
-A :class:`Topology` is the engine-neutral picture of a job that every frontend (topology
-documents, the fluent builder, Flink plans, PySpark) produces and that the hasher and the chaining
-rules consume. It holds exactly the attributes that decide an OperatorID or a chain in Flink 2.3,
-nothing more, so two topologies that compare equal get the same fingerprint.
+A :class:`Topology` is the engine-neutral picture of a job (a stream graph) that every frontend
+produces and every engine package hashes and chains. It holds exactly the attributes that decide
+an operator's ID or chain, nothing more, so two topologies that compare equal get the same
+fingerprint. The enum vocabularies are the stream graph's own (partitioners, chaining
+strategies, exchange modes); their docstrings name the engine class each one mirrors.
 
 Order is part of the model: a node's inputs are its incoming edges in list order and its outputs
 its outgoing edges in list order, because Flink's breadth-first walk and its input folding both
@@ -30,7 +31,6 @@ __all__ = [
     "Partitioner",
     "SourceKind",
     "Topology",
-    "gc_paused",
 ]
 
 

@@ -2,8 +2,8 @@
 
 A marked test records one or more topologies with ``opid.record(obj, name=None)``. Once the test
 body has passed, every recorded topology is compared with its syrupy snapshot through
-:class:`~pytest_opid.snapshot.TopologySnapshotExtension`; if state would be lost (or a chain
-changed, where chains are held stable) the test fails with :func:`pytest_opid.diff.render`'s
+:class:`~pytest_opid.plugin.extension.TopologySnapshotExtension`; if state would be lost (or a chain
+changed, where chains are held stable) the test fails with :func:`pytest_opid.render.explain.render`'s
 explanation. ``pytest --snapshot-update`` writes the snapshots, as for any syrupy snapshot.
 
 pytest imports this module for every session once the package is installed (``pytest11`` entry
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_opid.diff import Check
-    from pytest_opid.fingerprint import Fingerprint
+    from pytest_opid.compare import Check
+    from pytest_opid.result import Fingerprint
 
 __all__ = ["MARKER", "OpidSnapshotWarning", "Recorder"]
 
@@ -146,7 +146,7 @@ class Recorder:
             )
         if name is not None:
             _check_name(name)
-        from pytest_opid.fingerprint import fingerprint
+        from pytest_opid.io.registry import fingerprint
 
         fp = fingerprint(obj)
         key: int | str
@@ -169,9 +169,11 @@ class Recorder:
 
     def _verify(self) -> list[str]:
         """Assert every recorded topology against its snapshot; the failure messages."""
-        from pytest_opid.diff import compare, render
+        from pytest_opid.compare import compare
         from pytest_opid.errors import DocumentError
-        from pytest_opid.snapshot import TopologySnapshotExtension, loads
+        from pytest_opid.io.snapshot import loads
+        from pytest_opid.plugin.extension import TopologySnapshotExtension
+        from pytest_opid.render.explain import render
 
         config = self._item.config
         numbered = named = None
@@ -211,7 +213,11 @@ class Recorder:
                     failures.append(f"{title}\n{exc}; recreate it with pytest --snapshot-update")
                     continue
                 # The recorded fingerprint itself, not its snapshot text parsed back.
-                failures.append(f"{title}\n{render(compare(old, entry.fingerprint), self._check)}")
+                try:
+                    text = render(compare(old, entry.fingerprint), self._check)
+                except DocumentError as exc:
+                    text = f"{exc}; recreate it with pytest --snapshot-update"
+                failures.append(f"{title}\n{text}")
         return failures
 
     def _assertion(self, extension_class: type) -> Any:
@@ -221,29 +227,25 @@ class Recorder:
         return assertion
 
     def _warn_unprotected(self, result: Any, recorded: Fingerprint, title: str) -> None:
-        """The check passed, but the snapshot misses operators: say that nothing protects
-        their IDs yet."""
-        from pytest_opid.diff import compare
-        from pytest_opid.snapshot import loads
+        """The check passed, but the snapshot misses something the engine's rules say is
+        unprotected (typically new operators whose IDs nothing holds stable yet)."""
+        from pytest_opid.compare import compare
+        from pytest_opid.errors import DocumentError
+        from pytest_opid.io.snapshot import loads
 
-        comparison = compare(loads(str(result.recalled_data)), recorded)
-        if comparison.added:
-            count = len(comparison.added)
-            names = ", ".join(f'"{n.name}"' for n in comparison.added[:3])
-            more = f" and {count - 3} more" if count > 3 else ""
-            self._item.warn(
-                OpidSnapshotWarning(
-                    f"{title} {count} operator{'s' if count != 1 else ''} not in the snapshot "
-                    f"yet ({names}{more}): nothing holds {'their' if count != 1 else 'its'} ID "
-                    "stable until you run pytest --snapshot-update"
-                )
-            )
+        try:
+            comparison = compare(loads(str(result.recalled_data)), recorded)
+        except DocumentError:
+            return
+        warning = comparison.rules.added_warning(comparison)
+        if warning:
+            self._item.warn(OpidSnapshotWarning(f"{title} {warning}"))
 
     def _report(self) -> None:
         session = self._item.config.stash[_SESSION]
         if not session.report:
             return
-        from pytest_opid.report import render_topology
+        from pytest_opid.render.report import render_topology
 
         for entry in self._entries:
             suffix = "" if entry.key == 0 else f"[{entry.key}]"
@@ -297,7 +299,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 
 def _marker_options(item: pytest.Item) -> tuple[Check, str | None]:
-    from pytest_opid.diff import Check
+    from pytest_opid.compare import Check
 
     marker = item.get_closest_marker(MARKER)
     assert marker is not None
@@ -368,7 +370,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(_SESSION, None)
     if state is None or not state.report or hasattr(config, "workerinput"):
         return
-    from pytest_opid.report import render_report
+    from pytest_opid.render.report import render_report
 
     count = len(state.blocks)
     terminalreporter.write_sep(

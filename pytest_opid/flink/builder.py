@@ -3,7 +3,7 @@
 It mirrors what decides an OperatorID or a chain, not what a job computes: there are no
 functions, only operators with names, parallelism, uids and the edges between them::
 
-    from pytest_opid.builder import source
+    from pytest_opid.flink.builder import source
 
     job = (
         source("Kafka")
@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pytest_opid.errors import TopologyError
-from pytest_opid.topology import (
+from pytest_opid.model import (
     ChainingStrategy,
     Edge,
     Operator,

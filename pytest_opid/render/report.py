@@ -6,10 +6,10 @@ and, under it, one line per operator with the IDs Flink would use.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
-from pytest_opid.fingerprint import Fingerprint
+from pytest_opid.result import Fingerprint
+from pytest_opid.text import quote as _q
 
 __all__ = ["render_report", "render_topology"]
 
@@ -51,7 +51,3 @@ def _pins(op) -> str:
     if op.user_operator_id is not None:
         pins.append(f"setUidHash {op.user_operator_id}")
     return f"  [{', '.join(pins)}]" if pins else ""
-
-
-def _q(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from pytest_opid.chaining import flink_chaining
-from pytest_opid.topology import (
+from pytest_opid.flink.chaining import flink_chaining
+from pytest_opid.flink.hasher import state_id_changes
+from pytest_opid.model import (
     ChainingStrategy,
     Edge,
     ExchangeMode,
@@ -698,80 +699,3 @@ _APPLIES = {
     "break_chain": lambda t: any(flink_chaining(t)),
     "repartition": _has_edges,
 }
-
-
-def _walk_positions(topology: Topology) -> list[int]:
-    """Each operator's place in Flink's breadth-first hashing walk (the node-local counter).
-
-    Only the order matters here, not the hashes: an operator with a uid is hashed when first
-    dequeued, any other one once all its inputs are, and is re-enqueued by a later input.
-    """
-    ops = topology.operators
-    ins = topology.in_edges
-    outs = topology.out_edges
-    ends = topology.edge_ends
-    position = [-1] * len(ops)
-    visited = [False] * len(ops)
-    queue = deque(topology.sources)
-    for node in queue:
-        visited[node] = True
-    count = 0
-    while queue:
-        node = queue.popleft()
-        if ops[node].uid is None and any(position[ends[e][0]] < 0 for e in ins[node]):
-            visited[node] = False
-            continue
-        position[node] = count
-        count += 1
-        for e in outs[node]:
-            target = ends[e][1]
-            if not visited[target]:
-                visited[target] = True
-                queue.append(target)
-    return position
-
-
-def state_id_changes(before: Topology, after: Topology) -> frozenset[int]:
-    """Ids of ``before``'s operators whose state ID may differ in ``after``, under Flink's
-    chaining rule (see :class:`Refactoring`). Operators are matched by node id, so an edit must
-    keep the ids of the operators it does not remove. Usable for edits of your own."""
-    walk_before, walk_after = _walk_positions(before), _walk_positions(after)
-    chained_before, chained_after = flink_chaining(before), flink_chaining(after)
-
-    def shape(t: Topology, walk: list[int], chained, node: int):
-        inputs = tuple(t.operators[t.edge_ends[e][0]].id for e in t.in_edges[node])
-        return walk[node], sum(chained[e] for e in t.out_edges[node]), inputs
-
-    known = {op.id for op in before.operators}
-    generated_changes: set[int] = set()  # ids whose generated OperatorID may change
-    for node in after.topological_order:
-        op = after.operators[node]
-        if op.id not in known:
-            generated_changes.add(op.id)
-            continue
-        old_node = before.index_of(op.id)
-        old = before.operators[old_node]
-        if op.uid is not None:
-            changed = op.uid != old.uid
-        else:
-            new_shape = shape(after, walk_after, chained_after, node)
-            changed = (
-                old.uid is not None
-                or new_shape != shape(before, walk_before, chained_before, old_node)
-                or any(i in generated_changes for i in new_shape[2])
-            )
-        if changed:
-            generated_changes.add(op.id)
-    remaining = {op.id for op in after.operators}
-    result = set()
-    for old in before.operators:
-        if old.id not in remaining:
-            result.add(old.id)
-            continue
-        new = after.operator(old.id)
-        if old.uid_hash is None and new.uid_hash is None:
-            if old.id in generated_changes:
-                result.add(old.id)
-        elif (old.uid_hash or "").lower() != (new.uid_hash or "").lower():
-            result.add(old.id)
-    return frozenset(result)

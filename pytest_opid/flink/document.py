@@ -12,11 +12,11 @@ import enum
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pytest_opid.errors import DocumentError, TopologyError
-from pytest_opid.topology import (
+from pytest_opid.io.json import describe_json, read_json
+from pytest_opid.model import (
     ChainingStrategy,
     Edge,
     ExchangeMode,
@@ -26,14 +26,7 @@ from pytest_opid.topology import (
     Topology,
 )
 
-__all__ = [
-    "describe_json",
-    "dump_document",
-    "load_document",
-    "parse_json",
-    "read_json",
-    "topology_from_document",
-]
+__all__ = ["dump_document", "load_document", "topology_from_document"]
 
 VERSION = 1
 
@@ -51,32 +44,6 @@ _NODE_KEYS = {
 }
 _EDGE_KEYS = {"source", "target", "partitioner", "type_number", "exchange_mode"}
 _TOP_KEYS = {"version", "chaining_enabled", "chain_different_max_parallelism", "nodes", "edges"}
-
-
-def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file, turning every way it can fail into a :class:`DocumentError` that
-    names the file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DocumentError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DocumentError(f"{path}: cannot read: {exc}") from None
-    return parse_json(text, str(path), empty="the file is empty")
-
-
-def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any:
-    """Parse JSON text; every failure is a :class:`DocumentError` that names ``origin``."""
-    if not text.strip():
-        raise DocumentError(f"{origin}: {empty}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DocumentError(
-            f"{origin}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    except RecursionError:
-        raise DocumentError(f"{origin}: JSON nested too deeply") from None
 
 
 def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topology:
@@ -261,19 +228,6 @@ def _reject_unknown(obj: Mapping[str, Any], known: set[str], where: str) -> None
 
 def _value(member: enum.Enum | None) -> Any:
     return None if member is None else member.value
-
-
-def describe_json(value: Any) -> str:
-    """How an error message names a JSON value's type: "an object", "a list", "a number"..."""
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-    for kind, name in names.items():
-        if isinstance(value, kind):
-            return name
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return type(value).__name__
 
 
 def _json_repr(value: Any) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from itertools import compress
 from typing import NamedTuple
 
-from pytest_opid.topology import (
+from pytest_opid.model import (
     ChainingStrategy,
     ExchangeMode,
     Operator,

@@ -1,0 +1,377 @@
+"""Pairing two fingerprints of one job, engine-neutral: what stayed, moved, left or arrived.
+
+:func:`compare` pairs old and new operators by the ID their state is filed under (the
+user-defined ID where set, else the operator ID), never by name; then, only to *explain* what
+moved, it pairs the rest by uid and by name. It also pairs chains and numbered state operators.
+What a difference *means* (lost state, a failed restart, harmless) is each engine's decision:
+:attr:`Comparison.rules` is the rule set registered for the fingerprints' engine.
+"""
+
+from __future__ import annotations
+
+import enum
+from bisect import bisect_left
+from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.io.registry import EngineRules, engine_rules
+from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
+
+__all__ = ["ChainChange", "Check", "Comparison", "StateOperatorChange", "compare"]
+
+
+class Check(enum.Enum):
+    """What ``@pytest.mark.stable_topology`` holds stable."""
+
+    IDS = "ids"  #: every old operator's state ID still exists (no state lost)
+    CHAINS = "chains"  #: no operator chain (job vertex) split or merged
+    BOTH = "both"
+
+    @classmethod
+    def parse(cls, value: Any) -> Check:
+        if isinstance(value, Check):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            allowed = ", ".join(repr(c.value) for c in cls)
+            raise ValueError(f"check must be one of {allowed}, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class ChainChange:
+    """Operators that ran in one job vertex now run in several (``split``), or the other way
+    round (``merged``). Only operators present on both sides count."""
+
+    kind: str  # "split" | "merged"
+    old: tuple[JobVertex, ...]
+    new: tuple[JobVertex, ...]
+
+
+@dataclass(frozen=True)
+class StateOperatorChange:
+    """Spark: the operator that reads ``state/<n>`` before (``old``) and after (``new``) the
+    change; ``None`` where there is none."""
+
+    state_operator_id: int
+    old: StateOperator | None
+    new: StateOperator | None
+
+    @property
+    def loses_state(self) -> bool:
+        """An existing state directory that a different operator, or none, would read."""
+        return self.old is not None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The effect of going from ``old`` to ``new`` on operator state and chains."""
+
+    old: Fingerprint
+    new: Fingerprint
+    #: pairs with the same state ID: Flink restores the old state into the new operator
+    kept: tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...]
+    #: pairs (by uid or name) whose state ID changed: the old state would not find this operator
+    changed: tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...]
+    #: old operators whose state ID no new operator has (includes the old side of ``changed``)
+    orphaned: tuple[OperatorFingerprint, ...]
+    #: new operators whose state ID did not exist before; they start with empty state
+    added: tuple[OperatorFingerprint, ...]
+    chain_changes: tuple[ChainChange, ...]
+    state_operator_changes: tuple[StateOperatorChange, ...]
+    #: (old, receiver, own): Flink restores ``old``'s state into ``receiver``, a differently
+    #: named operator that took over its ID, while ``own`` (same name as ``old``, new ID) starts
+    #: empty. Typical after inserting an operator in front of another: the wrong state restores.
+    misplaced: tuple[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint], ...] = ()
+
+    @property
+    def engine(self) -> str:
+        """The engine both fingerprints come from (a saved form may leave it open)."""
+        return self.new.engine or self.old.engine
+
+    @property
+    def mode(self) -> str:
+        return self.new.mode
+
+    @property
+    def rules(self) -> EngineRules:
+        """The engine's rules: what a difference means there, and how to word it."""
+        return engine_rules(self.engine, self.new if self.new.engine else self.old)
+
+    @property
+    def loses_state(self) -> bool:
+        """Whether restoring the old job's state into the new one loses state, by the
+        engine's rules."""
+        return self.rules.loses_state(self)
+
+    @property
+    def renamed(self) -> tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...]:
+        """Kept operators with a new name: harmless, Flink does not look at names."""
+        misplaced = {id(o) for o, _, _ in self.misplaced}
+        return tuple((o, n) for o, n in self.kept if o.name != n.name and id(o) not in misplaced)
+
+    @property
+    def misplaces_state(self) -> bool:
+        """Whether some state would be restored into a different operator than its own."""
+        return bool(self.misplaced)
+
+    def breaks(self, check: Check | str = Check.BOTH) -> bool:
+        """Whether the change violates what ``check`` holds stable, by the engine's rules."""
+        return self.rules.breaks(self, Check.parse(check))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form ``opid diff --json`` prints."""
+        return {
+            "engine": self.engine,
+            "mode": self.mode,
+            "loses_state": self.loses_state,
+            "changed": [{"old": _op(o), "new": _op(n)} for o, n in self.changed],
+            "orphaned": [_op(o) for o in self.orphaned],
+            "added": [_op(n) for n in self.added],
+            "renamed": [{"old": _op(o), "new": _op(n)} for o, n in self.renamed],
+            "misplaced": [
+                {"old": _op(o), "restored_into": _op(n), "own": _op(a)}
+                for o, n, a in self.misplaced
+            ],
+            "chain_changes": [
+                {
+                    "kind": c.kind,
+                    "old": [{"id": v.id, "name": v.name} for v in c.old],
+                    "new": [{"id": v.id, "name": v.name} for v in c.new],
+                }
+                for c in self.chain_changes
+            ],
+            "state_operator_changes": [
+                {
+                    "state_operator_id": c.state_operator_id,
+                    "old": _state(c.old),
+                    "new": _state(c.new),
+                }
+                for c in self.state_operator_changes
+            ],
+        }
+
+
+def _op(op: OperatorFingerprint) -> dict[str, Any]:
+    return {
+        "node": op.node,
+        "name": op.name,
+        "operator_id": op.operator_id,
+        "user_operator_id": op.user_operator_id,
+        "state_id": op.state_id,
+    }
+
+
+def _state(s: StateOperator | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"operator_id": s.operator_id, "name": s.name, "kind": s.kind}
+
+
+# -- comparing ----------------------------------------------------------------------------------
+
+
+def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
+    """Pair ``new`` with ``old`` by state ID, then explain the rest by uid and name.
+
+    Fingerprints of two different engines (or modes) do not describe one job: that is a
+    :class:`DocumentError`."""
+    if old.engine and new.engine and (old.engine, old.mode) != (new.engine, new.mode):
+        raise DocumentError(
+            f"cannot compare a {old.engine} {old.mode} fingerprint with a {new.engine} "
+            f"{new.mode} one: they describe different jobs"
+        )
+    waiting: dict[str, deque[int]] = defaultdict(deque)
+    for i, op in enumerate(new.operators):
+        waiting[op.state_id].append(i)
+    kept: list[tuple[OperatorFingerprint, OperatorFingerprint]] = []
+    orphaned: list[OperatorFingerprint] = []
+    for op in old.operators:
+        queue = waiting.get(op.state_id)
+        if queue:
+            kept.append((op, new.operators[queue.popleft()]))
+        else:
+            orphaned.append(op)
+    taken = {id(n) for _, n in kept}
+    added = [n for n in new.operators if id(n) not in taken]
+    changed = _pair(orphaned, added)
+    pairs = kept + changed
+    misplaced = _misplaced(kept, added, {id(n) for _, n in changed})
+    return Comparison(
+        old=old,
+        new=new,
+        kept=tuple(kept),
+        changed=tuple(changed),
+        orphaned=tuple(orphaned),
+        added=tuple(added),
+        chain_changes=tuple(_chain_changes(old, new, pairs)),
+        state_operator_changes=tuple(_state_changes(old, new)),
+        misplaced=tuple(misplaced),
+    )
+
+
+def _misplaced(
+    kept: Sequence[tuple[OperatorFingerprint, OperatorFingerprint]],
+    added: Sequence[OperatorFingerprint],
+    explained: set[int],
+) -> list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]]:
+    """Kept pairs that are not a rename: the new holder of the old ID has another name, and an
+    operator with the old name is new (it got another ID). Flink restores by ID, so the old
+    operator's state would land in the stranger while its own operator starts empty."""
+    by_name: dict[str, deque[OperatorFingerprint]] = defaultdict(deque)
+    for n in added:
+        if id(n) not in explained:
+            by_name[n.name].append(n)
+    found = []
+    for o, n in kept:
+        if o.name != n.name and o.uid is None and o.user_operator_id is None:
+            own = by_name.get(o.name)
+            if own:
+                found.append((o, n, own.popleft()))
+    return found
+
+
+def _pair(
+    orphaned: Sequence[OperatorFingerprint], added: Sequence[OperatorFingerprint]
+) -> list[tuple[OperatorFingerprint, OperatorFingerprint]]:
+    """Explain orphaned IDs: the new operator with the same uid, else the same name.
+
+    Names are aligned as sequences (in operator order, longest matching runs first), not by
+    first match, so generic names such as Spark's ``Filter`` or ``Project`` pair with their own
+    counterparts around an inserted operator. Nothing weaker (such as node position) is used:
+    pairing an operator with a stranger would suggest ``setUidHash`` on the wrong operator and
+    restore foreign state into it.
+    """
+    pairs: list[tuple[OperatorFingerprint, OperatorFingerprint]] = []
+    by_uid: dict[str, deque[OperatorFingerprint]] = defaultdict(deque)
+    for n in added:
+        if n.uid is not None:
+            by_uid[n.uid].append(n)
+    taken: set[int] = set()
+    free_old = []
+    for o in orphaned:
+        queue = by_uid.get(o.uid) if o.uid is not None else None
+        if queue:
+            n = queue.popleft()
+            pairs.append((o, n))
+            taken.add(id(n))
+        else:
+            free_old.append(o)
+    free_new = [n for n in added if id(n) not in taken]
+    for i, j in align([o.name for o in free_old], [n.name for n in free_new]):
+        pairs.append((free_old[i], free_new[j]))
+    position = {id(o): i for i, o in enumerate(orphaned)}
+    pairs.sort(key=lambda p: position[id(p[0])])
+    return pairs
+
+
+def align(old: Sequence[str], new: Sequence[str]) -> list[tuple[int, int]]:
+    """Pairs ``(i, j)`` with ``old[i] == new[j]``, in near-linear time, as patience diff does.
+
+    Names that occur exactly once on each side are anchors; the longest run of anchors in the
+    same order on both sides is kept (longest increasing subsequence, ``O(n log n)``). Between
+    two kept anchors, the k-th occurrence of a name on one side pairs with its k-th occurrence
+    on the other. Repeated generic names (``Filter``, ``Project``) thus pair with their own
+    counterparts around an inserted operator, without the quadratic cost of a full alignment.
+    """
+    count_old: dict[str, int] = defaultdict(int)
+    count_new: dict[str, int] = defaultdict(int)
+    for name in old:
+        count_old[name] += 1
+    where_new: dict[str, int] = {}
+    for j, name in enumerate(new):
+        count_new[name] += 1
+        where_new[name] = j
+    candidates = [
+        (i, where_new[name])
+        for i, name in enumerate(old)
+        if count_old[name] == 1 and count_new.get(name) == 1
+    ]
+    anchors = _increasing_run(candidates)
+    pairs: list[tuple[int, int]] = []
+    start_old = start_new = 0
+    for i, j in [*anchors, (len(old), len(new))]:
+        waiting: dict[str, deque[int]] = defaultdict(deque)
+        for k in range(start_new, j):
+            waiting[new[k]].append(k)
+        for k in range(start_old, i):
+            queue = waiting.get(old[k])
+            if queue:
+                pairs.append((k, queue.popleft()))
+        if i < len(old):
+            pairs.append((i, j))
+        start_old, start_new = i + 1, j + 1
+    return pairs
+
+
+def _increasing_run(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of ``pairs`` (sorted by first item) whose second items rise."""
+    tails: list[int] = []  # tails[k]: smallest second item ending a run of length k + 1
+    tail_at: list[int] = []  # index into pairs of that run's last pair
+    previous = [-1] * len(pairs)
+    for index, (_, j) in enumerate(pairs):
+        k = bisect_left(tails, j)
+        if k == len(tails):
+            tails.append(j)
+            tail_at.append(index)
+        else:
+            tails[k] = j
+            tail_at[k] = index
+        previous[index] = tail_at[k - 1] if k else -1
+    run: list[tuple[int, int]] = []
+    index = tail_at[-1] if tail_at else -1
+    while index >= 0:
+        run.append(pairs[index])
+        index = previous[index]
+    run.reverse()
+    return run
+
+
+def _chain_changes(
+    old: Fingerprint,
+    new: Fingerprint,
+    pairs: Iterable[tuple[OperatorFingerprint, OperatorFingerprint]],
+) -> list[ChainChange]:
+    old_vertex = {v.id: v for v in old.job_vertices}
+    new_vertex = {v.id: v for v in new.job_vertices}
+    forward: dict[str, set[str]] = defaultdict(set)  # old vertex -> new vertices
+    backward: dict[str, set[str]] = defaultdict(set)  # new vertex -> old vertices
+    for o, n in pairs:
+        if o.job_vertex in old_vertex and n.job_vertex in new_vertex:
+            forward[o.job_vertex].add(n.job_vertex)
+            backward[n.job_vertex].add(o.job_vertex)
+    old_order = {v.id: i for i, v in enumerate(old.job_vertices)}
+    new_order = {v.id: i for i, v in enumerate(new.job_vertices)}
+    changes = []
+    for v in old.job_vertices:
+        targets = forward.get(v.id, ())
+        if len(targets) > 1:
+            parts = sorted(targets, key=new_order.__getitem__)
+            changes.append(ChainChange("split", (v,), tuple(new_vertex[t] for t in parts)))
+    for v in new.job_vertices:
+        sources = backward.get(v.id, ())
+        if len(sources) > 1:
+            parts = sorted(sources, key=old_order.__getitem__)
+            changes.append(ChainChange("merged", tuple(old_vertex[s] for s in parts), (v,)))
+    return changes
+
+
+def _state_changes(old: Fingerprint, new: Fingerprint) -> list[StateOperatorChange]:
+    if old.state_operators is None and new.state_operators is None:
+        return []
+    before = {s.state_operator_id: s for s in old.state_operators or ()}
+    after = {s.state_operator_id: s for s in new.state_operators or ()}
+    changes = []
+    for number in sorted(before.keys() | after.keys()):
+        o, n = before.get(number), after.get(number)
+        # Spark finds state/<n> by number alone; the operator_id (a shape hash) moves with any
+        # upstream change, so what tells a different operator is its kind and name.
+        if o is not None and n is not None and (o.kind, o.name) == (n.kind, n.name):
+            continue
+        changes.append(StateOperatorChange(number, o, n))
+    return changes
+
+

@@ -1,0 +1,207 @@
+"""What a change means to Flink, in Flink's words: savepoint restore by operator ID.
+
+Flink maps the state in a savepoint to operators by ID: the user-defined ID given to
+``setUidHash()`` where set, else the OperatorID (from ``uid()`` or generated from the graph
+shape). It never matches by name. State whose ID finds no operator makes the restore fail
+("Cannot map checkpoint/savepoint state for operator ... to the new program") unless the job
+runs with ``--allowNonRestoredState``, which drops it. :class:`FlinkRules` decides from a
+:class:`~pytest_opid.compare.Comparison` whether that happens and explains it with fixes in the
+DataStream API (``uid``, ``setUidHash``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pytest_opid.compare import Check, Comparison
+from pytest_opid.result import Fingerprint, OperatorFingerprint
+from pytest_opid.text import columns, plural, quote
+
+__all__ = ["FlinkRules"]
+
+
+class FlinkRules:
+    """Flink's restore rules for :mod:`pytest_opid.io.registry`."""
+
+    name = "flink"
+
+    def claims_untagged(self, fp: Fingerprint) -> bool:
+        return fp.state_operators is None  # the only untagged fingerprints without state ids
+
+    def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
+        return (
+            "Flink restores an operator's state by its user_id (setUidHash) where set, else by",
+            "its operator_id. Names may change freely; IDs may not. Accept changes: "
+            "pytest --snapshot-update",
+        )
+
+    def loses_state(self, c: Comparison) -> bool:
+        return bool(c.orphaned)
+
+    def breaks(self, c: Comparison, check: Check) -> bool:
+        ids = bool(c.orphaned) or bool(c.misplaced)
+        chains = bool(c.chain_changes)
+        if check is Check.IDS:
+            return ids
+        if check is Check.CHAINS:
+            return chains
+        return ids or chains
+
+    def explain(self, c: Comparison, check: Check, accept: str | None) -> str:
+        out = [_verdict(c, check, self.breaks(c, check)), *_sections(c)]
+        if c.chain_changes:
+            out += ["", "Operator chains (job vertices) that split or merged:"]
+            for change in c.chain_changes:
+                before = " + ".join(quote(v.name) for v in change.old)
+                after = " + ".join(quote(v.name) for v in change.new)
+                verb = "now runs as" if change.kind == "split" else "now run as one"
+                out.append(f"  {change.kind}: {before} {verb} {after}")
+        if c.renamed:
+            out += ["", "Renamed, same ID (harmless: Flink restores state by ID, not by name):"]
+            out += [f"  {quote(o.name)} -> {quote(n.name)}" for o, n in c.renamed[:5]]
+            if len(c.renamed) > 5:
+                out.append(f"  ... and {len(c.renamed) - 5} more")
+        if self.breaks(c, check):
+            out += ["", *_fixes(c, check, accept)]
+        return "\n".join(out)
+
+    def added_warning(self, c: Comparison) -> str | None:
+        if not c.added:
+            return None
+        count = len(c.added)
+        names = ", ".join(quote(n.name) for n in c.added[:3])
+        more = f" and {count - 3} more" if count > 3 else ""
+        return (
+            f"{plural(count, 'operator')} not in the snapshot yet ({names}{more}): nothing "
+            f"holds {'their' if count != 1 else 'its'} ID stable until you run "
+            "pytest --snapshot-update"
+        )
+
+
+def _verdict(c: Comparison, check: Check, broken: bool) -> str:
+    problems = []
+    if c.misplaced:
+        problems.append(
+            f"the state of {plural(len(c.misplaced), 'operator')} would be restored into "
+            "the wrong operator"
+        )
+    if c.orphaned:
+        problems.append(
+            f"{plural(len(c.orphaned), 'operator')} would lose "
+            f"{'its' if len(c.orphaned) == 1 else 'their'} state"
+        )
+    if c.chain_changes:
+        problems.append(f"{plural(len(c.chain_changes), 'operator chain')} split or merged")
+    held = f"[check={check.value}]"
+    if broken:
+        return f"Topology not stable {held}: " + "; ".join(problems) + "."
+    notes = problems
+    if c.added:
+        notes = [f"{plural(len(c.added), 'new operator')} (empty state)", *notes]
+    if notes:
+        return f"No state lost {held}; not held stable: " + "; ".join(notes) + "."
+    return f"No state lost {held}: every operator keeps its ID."
+
+
+def _sections(c: Comparison) -> list[str]:
+    out: list[str] = []
+    changed_old = {id(o) for o, _ in c.changed}
+    changed_new = {id(n) for _, n in c.changed} | {id(a) for _, _, a in c.misplaced}
+    if c.misplaced:
+        out += ["", "State restored into the wrong operator (Flink maps state by ID, not by name):"]
+        for o, n, a in c.misplaced:
+            out += [
+                f"  {quote(o.name)}'s state {o.state_id} goes to {quote(n.name)} (node {n.node}),",
+                f"    which took over that ID; {quote(a.name)} (node {a.node}) starts empty "
+                f"as {a.state_id}",
+            ]
+    if c.changed:
+        out += ["", "Operators whose ID changed (the state saved under the old ID finds no operator):"]
+        out += columns(
+            [
+                (_node(o.node, n.node), quote(n.name), f"{o.state_id} -> {n.state_id}", _why(o, n))
+                for o, n in c.changed
+            ]
+        )
+    removed = [o for o in c.orphaned if id(o) not in changed_old]
+    if removed:
+        out += ["", "Operators that are gone (their state has no operator any more):"]
+        out += columns([(_node(o.node), quote(o.name), o.state_id) for o in removed])
+    new_only = [n for n in c.added if id(n) not in changed_new]
+    if new_only:
+        out += ["", "New operators (start with empty state):"]
+        out += columns([(_node(n.node), quote(n.name), n.state_id) for n in new_only])
+    if c.orphaned:
+        out += [
+            "",
+            'Restoring a savepoint of the old job fails with "Cannot map checkpoint/savepoint',
+            f'state for operator {c.orphaned[0].state_id} to the new program"; with',
+            f"--allowNonRestoredState the job starts and the state of "
+            f"{plural(len(c.orphaned), 'operator')} is lost.",
+        ]
+    return out
+
+
+def _fixes(c: Comparison, check: Check, accept: str | None) -> list[str]:
+    out = ["How to fix:"]
+    if c.orphaned or c.misplaced:
+        if c.misplaced:
+            out.append("  - give the operator its state back and pin the one that took over its ID")
+            out += columns(
+                [
+                    (f"    {quote(a.name)}", f'.setUidHash("{o.state_id}")', "and")
+                    for o, _, a in c.misplaced
+                ]
+                + [(f"    {quote(n.name)}", '.uid("...")', "") for _, n, _ in c.misplaced]
+            )
+        if c.changed:
+            out.append("  - keep the running job's state: pin each changed operator to its old ID")
+            out += columns([(f"    {quote(n.name)}", _pin(o, n)) for o, n in c.changed])
+        changed_old = {id(o) for o, _ in c.changed}
+        if any(id(o) not in changed_old for o in c.orphaned) and len(c.added) > len(c.changed):
+            out.append(
+                '  - if a new operator is a gone one renamed: .setUidHash("<its old ID>") on it'
+            )
+        unpinned = [o for o in c.orphaned if o.uid is None] + [o for o, _, _ in c.misplaced]
+        if unpinned:
+            uid = _slug(min((o.name for o in unpinned), key=len))
+            out += [
+                f'  - pin every stateful operator with .uid("..."), e.g. .uid("{uid}"), so that',
+                "    later changes keep its ID (on a running job a new uid changes the ID once:",
+                "    keep the setUidHash next to it)",
+            ]
+    if c.chain_changes and check is not Check.IDS:
+        out += [
+            "  - chained operators need equal parallelism and slot sharing group, a forward",
+            "    edge, and no disableChaining()/startNewChain() between them",
+        ]
+    if accept:
+        out.append(f"  - or, if the change is intended, accept it: {accept}")
+    return out
+
+
+def _why(old: OperatorFingerprint, new: OperatorFingerprint) -> str:
+    """The cause of an ID change, where the uids tell it."""
+    if old.uid == new.uid or (old.uid is None and new.uid is None):
+        return ""
+    if new.uid is None:
+        return f"(uid {quote(old.uid or '')} removed)"
+    if old.uid is None:
+        return f"(new uid {quote(new.uid)})"
+    return f"(uid {quote(old.uid)} -> {quote(new.uid)})"
+
+
+def _pin(old: OperatorFingerprint, new: OperatorFingerprint) -> str:
+    """The call that gives ``new`` the old operator's state back."""
+    if old.uid is not None and old.uid != new.uid and old.user_operator_id is None:
+        return f".uid({quote(old.uid)})  (its old uid)"
+    return f'.setUidHash("{old.state_id}")'
+
+
+def _node(old: int, new: int | None = None) -> str:
+    return f"node {old}" if new is None or new == old else f"node {old}->{new}"
+
+
+def _slug(name: str) -> str:
+    slug = re.sub(r"[^0-9a-z]+", "-", name.lower()).strip("-")
+    return slug or "my-operator"

@@ -1,0 +1,178 @@
+"""One strict JSON reader for every input: documents, plans, saved fingerprints.
+
+The standard library accepts more than a topology can represent exactly: ``NaN`` and
+``Infinity``, integers of thousands of digits, duplicate keys (the last one silently wins), lone
+surrogates that cannot be printed or encoded, and nesting deep enough to exhaust the stack. Each
+of those is an error here, in one line that names the input and the place, so that every loader
+built on top rejects what it could only misread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+from pytest_opid.errors import DocumentError
+
+__all__ = ["MAX_DEPTH", "check_hex_id", "describe_json", "parse_json", "read_json", "short"]
+
+#: Deepest nesting of arrays and objects we read; real inputs nest less than ten deep.
+MAX_DEPTH = 200
+#: Longest integer literal we read: 64-bit integers have at most 20 characters.
+_MAX_INT_CHARS = 20
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Read and parse a JSON file; every way it can fail is a :class:`DocumentError` that
+    names the file."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise DocumentError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DocumentError(f"{path}: cannot read: it is a directory, not a file") from None
+    except OSError as exc:
+        raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(
+            f"{path}: cannot read: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})"
+        ) from None
+    return parse_json(text, str(path), empty="the file is empty")
+
+
+def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any:
+    """Parse JSON text strictly; every failure is a :class:`DocumentError` naming ``origin``."""
+    if not text.strip():
+        raise DocumentError(f"{origin}: {empty}")
+    if "\x00" in text:
+        raise DocumentError(f"{origin}: cannot read: binary data, not JSON text")
+    _check_depth(text, origin)
+    try:
+        data = json.loads(
+            text,
+            object_pairs_hook=_object,
+            parse_constant=_constant,
+            parse_int=_integer,
+            parse_float=_float,
+        )
+    except json.JSONDecodeError as exc:
+        raise DocumentError(
+            f"{origin}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except _Invalid as exc:
+        raise DocumentError(f"{origin}: {exc}") from None
+    except RecursionError:  # pragma: no cover - _check_depth rejects such input first
+        raise DocumentError(f"{origin}: JSON nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _check_surrogates(data, origin)
+    return data
+
+
+class _Invalid(ValueError):
+    """A value JSON allows but a topology cannot hold."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Invalid(f"duplicate key {short(key)} in one object")
+            seen.add(key)
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise _Invalid(f"{name} is not a number JSON allows")
+
+
+def _integer(text: str) -> int:
+    if len(text) > _MAX_INT_CHARS:
+        raise _Invalid(f"integer of {len(text)} digits is too large ({text[:20]}...)")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _Invalid(f"number {short(text)} is out of range")
+    return value
+
+
+def _check_depth(text: str, origin: str) -> None:
+    """Reject nesting deeper than :data:`MAX_DEPTH` without recursing: count brackets outside
+    strings. Only inputs with that many brackets at all need the count."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    bare = _STRING.sub("", text)
+    steps = (1 if c in "[{" else -1 for c in bare if c in "[]{}")
+    if max(accumulate(steps), default=0) > MAX_DEPTH:
+        raise DocumentError(f"{origin}: JSON nested too deeply (more than {MAX_DEPTH} levels)")
+
+
+def _strings(data: Any) -> Iterator[str]:
+    """Every string (keys included) of a parsed value, walked with a stack."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def _check_surrogates(data: Any, origin: str) -> None:
+    for s in _strings(data):
+        if _SURROGATE.search(s):
+            raise DocumentError(
+                f"{origin}: the string {short(s)} holds a lone surrogate (\\uD800-\\uDFFF), "
+                "which is not text"
+            )
+
+
+def describe_json(value: Any) -> str:
+    """How an error message names a JSON value's type: "an object", "a list", "a number"..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return type(value).__name__
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """A value for an error line: JSON-quoted, escaped, at most about ``limit`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_hex_id(value: Any, where: str) -> str:
+    """An operator ID: exactly 32 lowercase hex digits, as every engine prints them."""
+    if not isinstance(value, str) or not _HEX_ID.fullmatch(value):
+        raise DocumentError(f"{where}: {short(value)} is not an ID of 32 lowercase hex digits")
+    return value

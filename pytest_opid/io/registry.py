@@ -1,0 +1,226 @@
+"""Where engines plug in: frontends, data formats and restore rules, found by entry point.
+
+An engine package registers, when it is imported, the Python objects it can fingerprint
+(:class:`Frontend`), the JSON inputs it reads (:class:`DataFormat`) and the rules that decide
+what a change means for it (:class:`EngineRules`). Nothing here names an engine: engines are
+discovered through the ``pytest_opid.engines`` entry-point group, the first time something is
+looked up, so a third-party package can add one the same way the built-in ones are added.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pytest_opid.errors import DocumentError, OpidError
+from pytest_opid.io.json import describe_json, parse_json, read_json
+from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
+from pytest_opid.result import Fingerprint
+
+if TYPE_CHECKING:  # types only: compare.py looks rules up here at run time
+    from pytest_opid.compare import Check, Comparison
+
+__all__ = [
+    "DataFormat",
+    "EngineRules",
+    "Frontend",
+    "data_formats",
+    "engine_rules",
+    "fingerprint",
+    "load_input",
+    "register_engine",
+    "register_format",
+    "register_frontend",
+]
+
+ENTRY_POINT_GROUP = "pytest_opid.engines"
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """Fingerprints one kind of Python object (a DataFrame, a builder stream...)."""
+
+    name: str
+    accepts: Callable[[Any], bool]
+    fingerprint: Callable[[Any, Any], Fingerprint]  # (object, chaining rule or None)
+    description: str  # what it accepts, for the error that lists them all
+
+
+@dataclass(frozen=True)
+class DataFormat:
+    """One kind of JSON input: its ``--format`` name, how to recognise it, how to read it."""
+
+    name: str
+    recognises: Callable[[Mapping[str, Any]], bool]
+    read: Callable[[Any, Any], Fingerprint]  # (parsed JSON, chaining rule or None)
+    description: str
+
+
+class EngineRules(Protocol):
+    """What a change means for one engine, and how to say it in that engine's words."""
+
+    name: str
+
+    def claims_untagged(self, fp: Fingerprint) -> bool:
+        """Whether a fingerprint without an engine tag (saved before the tag existed) is this
+        engine's."""
+
+    def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
+        """Comment lines a snapshot of ``fp`` opens with: how the engine finds state."""
+
+    def loses_state(self, comparison: Comparison) -> bool:
+        """Whether the engine would lose (or refuse) the old job's state."""
+
+    def breaks(self, comparison: Comparison, check: Check) -> bool:
+        """Whether the change violates what ``check`` holds stable."""
+
+    def explain(self, comparison: Comparison, check: Check, accept: str | None) -> str:
+        """The message a failing check prints: verdict, details, fixes in the engine's API."""
+
+    def added_warning(self, comparison: Comparison) -> str | None:
+        """A note for changes that pass but leave something unprotected, or ``None``."""
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.frontends: list[Frontend] = []
+        self.formats: dict[str, DataFormat] = {}
+        self.engines: dict[str, EngineRules] = {}
+        self.loaded = False
+
+    def load(self) -> None:
+        """Import every engine package named in the entry-point group, once."""
+        if self.loaded:
+            return
+        self.loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            import_module(ep.value.partition(":")[0])
+
+
+_REGISTRY = _Registry()
+
+
+def register_frontend(frontend: Frontend) -> None:
+    _REGISTRY.frontends.append(frontend)
+
+
+def register_format(data_format: DataFormat) -> None:
+    _REGISTRY.formats[data_format.name] = data_format
+
+
+def register_engine(rules: EngineRules) -> None:
+    _REGISTRY.engines[rules.name] = rules
+
+
+def data_formats() -> tuple[str, ...]:
+    """The ``--format`` names, saved fingerprints included."""
+    _REGISTRY.load()
+    return ("fingerprint", *_REGISTRY.formats)
+
+
+def engine_rules(engine: str, fp: Fingerprint | None = None) -> EngineRules:
+    """The rules of ``engine``; for an untagged fingerprint ``fp``, the engine that claims it."""
+    _REGISTRY.load()
+    if not engine:
+        engine = _untagged_engine(fp)
+    try:
+        return _REGISTRY.engines[engine]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY.engines)) or "none: is pytest-opid installed?"
+        raise DocumentError(f"unknown engine {engine!r} (known: {known})") from None
+
+
+def _untagged_engine(fp: Fingerprint | None) -> str:
+    for name, rules in _REGISTRY.engines.items():
+        if fp is not None and rules.claims_untagged(fp):
+            return name
+    return next(iter(_REGISTRY.engines), "")
+
+
+# -- fingerprint() --------------------------------------------------------------------------------
+
+
+def fingerprint(source: Any, *, chaining: Any = None, format: str | None = None) -> Fingerprint:
+    """Compute the fingerprint of anything a registered frontend or data format understands:
+    a Python object (a topology, a builder stream, a DataFrame, ...), a parsed JSON input, JSON
+    text, or the path of a JSON file or ``.opid`` snapshot. ``format`` forces how JSON is read;
+    ``chaining`` replaces the engine's chaining rule where the engine has one."""
+    _REGISTRY.load()
+    if format is not None and format not in data_formats():
+        raise ValueError(f"format must be one of {', '.join(data_formats())}, got {format!r}")
+    if isinstance(source, Fingerprint):
+        return source
+    for frontend in _REGISTRY.frontends:
+        if frontend.accepts(source):
+            return frontend.fingerprint(source, chaining)
+    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        return read_data(parse_json(source, "the JSON text"), format, chaining, "the JSON text")
+    if isinstance(source, (str, os.PathLike)):
+        if format is None and is_snapshot(source):
+            return read_snapshot(source)
+        return read_data(read_json(source), format, chaining, os.fspath(source))
+    if isinstance(source, Mapping):
+        return read_data(source, format, chaining, None)
+    accepted = "; ".join(f.description for f in _REGISTRY.frontends if f.description)
+    kinds = "; ".join(f.description for f in _REGISTRY.formats.values())
+    module = type(source).__module__ or ""
+    raise TypeError(
+        f"pytest_opid.fingerprint() accepts {accepted}; {kinds}; a saved fingerprint (a dict, "
+        f"JSON text or a path); got {module}.{type(source).__qualname__}"
+    )
+
+
+def load_input(path: str, format: str | None = None) -> Fingerprint:
+    """The fingerprint of one command-line input: the file at ``path`` (always a path, never
+    JSON text), or stdin for ``-``; an ``.opid`` snapshot or a JSON input."""
+    _REGISTRY.load()
+    if format is not None and format not in data_formats():
+        raise DocumentError(f"--format must be one of {', '.join(data_formats())}, got {format!r}")
+    if path != "-":
+        if format is None and is_snapshot(path):
+            return read_snapshot(path)
+        return read_data(read_json(path), format, None, path)
+    raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"<stdin>: not UTF-8 text (byte {exc.start})") from None
+    if format is None and text.startswith(PREFIX):
+        return loads(text, origin="<stdin>")
+    return read_data(parse_json(text, "<stdin>"), format, None, "<stdin>")
+
+
+def read_data(data: Any, format: str | None, chaining: Any, origin: str | None) -> Fingerprint:
+    """A parsed JSON input read as ``format`` (or the format it is recognised as); errors
+    name ``origin``."""
+    try:
+        kind = format or (detect_format(data) if isinstance(data, Mapping) else "")
+        if not kind:
+            kind = next(iter(_REGISTRY.formats), "fingerprint")  # its reader names the problem
+        if kind == "fingerprint":
+            return Fingerprint.from_dict(data)
+        return _REGISTRY.formats[kind].read(data, chaining)
+    except OpidError as exc:
+        if origin is None:
+            raise
+        raise type(exc)(f"{origin}: {exc}") from None
+
+
+def detect_format(data: Mapping[str, Any]) -> str:
+    """The name of the format a parsed JSON object is in (the last registered format that
+    recognises it, else the first registered one)."""
+    _REGISTRY.load()
+    if "job_vertices" in data and "operators" in data:
+        return "fingerprint"
+    names = list(_REGISTRY.formats)
+    for name in reversed(names):
+        if _REGISTRY.formats[name].recognises(data):
+            return name
+    if not names:
+        raise DocumentError("no data formats are registered: is pytest-opid installed?")
+    return names[0]

@@ -1,0 +1,354 @@
+"""The ``.opid`` snapshot: a fingerprint as text a reviewer reads and git diffs.
+
+Plain text with one line per operator (its chain, ID, user-defined ID, parallelism, node, uid
+and name), one line per chain and, where the engine numbers its state, one line per stateful
+operator and per state store. Every value that may hold spaces is JSON-quoted and every unsafe
+character escaped (:func:`pytest_opid.text.quote`), which keeps the format one line per row and
+unambiguous, so :func:`loads` reads back exactly the :class:`Fingerprint` that was written.
+
+Format 2 adds a ``[job]`` section (engine and mode) and optional sections for what restore
+checks use (max parallelism, statefulness, state store schemas, sources). Format 1 files (no
+engine tag) are still read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.result import (
+    ChainedOperator,
+    Fingerprint,
+    JobVertex,
+    OperatorFingerprint,
+    StateOperator,
+    StateStore,
+)
+from pytest_opid.text import quote
+
+__all__ = ["HEADER", "PREFIX", "dumps", "is_snapshot", "loads", "read_snapshot"]
+
+#: The start of every snapshot's first line, whatever its format.
+PREFIX = "# pytest-opid topology snapshot"
+#: First line of the snapshots this release writes; :func:`loads` reads formats 1 and 2.
+HEADER = f"{PREFIX}, format 2"
+_HEADERS = {f"{PREFIX}, format 1": 1, HEADER: 2}
+
+_JOB = "[job]"
+_OPERATORS = "[operators]"
+_DETAILS = "[operator details]"
+_VERTICES = "[job vertices]"
+_STATES = "[state operators]"
+_STORES = "[state stores]"
+_SOURCES = "[sources]"
+_SECTIONS = (_JOB, _OPERATORS, _DETAILS, _VERTICES, _STATES, _STORES, _SOURCES)
+_HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT = re.compile(r"-?[0-9]{1,10}")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\S+')
+_NONE = "-"
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def dumps(fp: Fingerprint, preamble: Sequence[str] = ()) -> str:
+    """The snapshot text of a fingerprint, after ``preamble`` comment lines (the engine's
+    explanation of what it checks). Deterministic: the same fingerprint, the same bytes."""
+    vertex_number = {v.id: f"v{i}" for i, v in enumerate(fp.job_vertices, 1)}
+    lines = [HEADER, *(f"# {line}" if line else "#" for line in preamble), "", _JOB]
+    lines += _table(("key", "value"), [("engine", quote(fp.engine)), ("mode", quote(fp.mode))])
+    lines += ["", _OPERATORS]
+    lines += _table(
+        ("vertex", "operator_id", "user_id", "parallelism", "node", "uid", "name"),
+        [
+            (
+                vertex_number.get(op.job_vertex or "", _NONE),
+                op.operator_id,
+                op.user_operator_id or _NONE,
+                str(op.parallelism),
+                str(op.node),
+                _quote(op.uid),
+                quote(op.name),
+            )
+            for op in fp.operators
+        ],
+    )
+    details = [
+        (str(op.node), str(op.max_parallelism), _flag(op.stateful))
+        for op in fp.operators
+        if op.max_parallelism != -1 or op.stateful is not None
+    ]
+    if details:
+        lines += ["", _DETAILS]
+        lines += _table(("node", "max_parallelism", "stateful"), details)
+    lines += ["", _VERTICES]
+    lines += _table(
+        ("vertex", "id", "parallelism", "name"),
+        [(vertex_number[v.id], v.id, str(v.parallelism), quote(v.name)) for v in fp.job_vertices],
+    )
+    if fp.state_operators is not None:
+        lines += ["", _STATES]
+        lines += _table(
+            ("state", "operator_id", "kind", "name"),
+            [
+                (str(s.state_operator_id), s.operator_id, quote(s.kind), quote(s.name))
+                for s in fp.state_operators
+            ],
+        )
+        stores = [
+            (str(s.state_operator_id), quote(st.name), _quote(st.key_schema),
+             _quote(st.value_schema))
+            for s in fp.state_operators
+            for st in s.stores
+        ]
+        if stores:
+            lines += ["", _STORES]
+            lines += _table(("state", "store", "key_schema", "value_schema"), stores)
+    if fp.sources is not None:
+        lines += ["", _SOURCES]
+        lines += _table(
+            ("position", "source"), [(str(i), quote(name)) for i, name in enumerate(fp.sources)]
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _flag(value: bool | None) -> str:
+    return _NONE if value is None else ("true" if value else "false")
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """Left-aligned columns; the header is a comment so it never parses as a row."""
+    head = ("# " + header[0], *header[1:])
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(header))]
+    out = []
+    for row in [head, *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        out.append("  ".join([*cells, row[-1]]).rstrip())
+    return out
+
+
+def _quote(value: str | None) -> str:
+    return _NONE if value is None else quote(value)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
+    """Read :func:`dumps` output (format 1 or 2) back. Raises :class:`DocumentError` naming
+    the line at fault."""
+    # Split on "\n" only: str.splitlines() would also split inside a name holding U+2028 or
+    # U+0085, which format 1 wrote raw.
+    lines = text.split("\n")
+    version = _HEADERS.get(lines[0].strip()) if lines else None
+    if version is None:
+        raise DocumentError(f"{origin}: not a pytest-opid topology snapshot (no {HEADER!r} line)")
+    section = None
+    job: dict[str, str] = {}
+    ops: list[tuple[str, OperatorFingerprint]] = []
+    details: dict[int, tuple[int, bool | None]] = {}
+    vertices: list[tuple[str, str, int, str]] = []
+    states: list[StateOperator] | None = None
+    stores: dict[int, list[StateStore]] = {}
+    sources: list[str] | None = None
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{origin}, line {number}"
+        if line in _SECTIONS:
+            if version == 1 and line not in (_OPERATORS, _VERTICES, _STATES):
+                raise DocumentError(f"{where}: section {line} does not exist in format 1")
+            section = line
+            if section == _STATES:
+                states = []
+            elif section == _SOURCES:
+                sources = []
+            continue
+        cells = _cells(line, where)
+        if section == _OPERATORS:
+            vertex, op_id, user, par, node, uid, name = _arity(cells, 7, where)
+            op = OperatorFingerprint(
+                node=_int(node, where),
+                name=_string(name, where),
+                operator_id=_hex(op_id, where),
+                user_operator_id=None if user == _NONE else _hex(user, where),
+                uid=None if uid == _NONE else _string(uid, where),
+                parallelism=_int(par, where),
+            )
+            ops.append((vertex, op))
+        elif section == _JOB:
+            key, value = _arity(cells, 2, where)
+            if key not in ("engine", "mode") or key in job:
+                raise DocumentError(f"{where}: unexpected [job] row {key[:40]!r}")
+            job[key] = _string(value, where)
+        elif section == _DETAILS:
+            node, max_par, stateful = _arity(cells, 3, where)
+            flags = {"true": True, "false": False, _NONE: None}
+            if stateful not in flags:
+                raise DocumentError(f"{where}: stateful must be true, false or -")
+            details[_int(node, where)] = (_int(max_par, where), flags[stateful])
+        elif section == _VERTICES:
+            vertex, vid, par, name = _arity(cells, 4, where)
+            vertices.append((vertex, _hex(vid, where), _int(par, where), _string(name, where)))
+        elif section == _STATES and states is not None:
+            number_, op_id, kind, name = _arity(cells, 4, where)
+            states.append(
+                StateOperator(
+                    _int(number_, where), _hex(op_id, where), _string(name, where),
+                    _string(kind, where),
+                )
+            )
+        elif section == _STORES:
+            number_, store, key_schema, value_schema = _arity(cells, 4, where)
+            stores.setdefault(_int(number_, where), []).append(
+                StateStore(
+                    _string(store, where),
+                    None if key_schema == _NONE else _string(key_schema, where),
+                    None if value_schema == _NONE else _string(value_schema, where),
+                )
+            )
+        elif section == _SOURCES and sources is not None:
+            position, name = _arity(cells, 2, where)
+            if _int(position, where) != len(sources):
+                raise DocumentError(f"{where}: sources must be numbered 0, 1, ... in order")
+            sources.append(_string(name, where))
+        else:
+            raise DocumentError(f"{where}: a row outside the [operators] section")
+    mode = job.get("mode", "streaming")
+    if mode not in ("streaming", "batch"):
+        raise DocumentError(f"{origin}: mode must be \"streaming\" or \"batch\"")
+    engine = job.get("engine", "")  # format 1: none; the registry finds the engine claiming it
+    if states is not None and stores:
+        known = {s.state_operator_id for s in states}
+        for number_ in stores:
+            if number_ not in known:
+                raise DocumentError(f"{origin}: [state stores] names state {number_}, "
+                                    "which [state operators] does not list")
+        states = [
+            StateOperator(s.state_operator_id, s.operator_id, s.name, s.kind,
+                          tuple(stores.get(s.state_operator_id, ())))
+            for s in states
+        ]
+    fp = _assemble(ops, vertices, states, origin)
+    operators = fp.operators
+    if details:
+        operators = tuple(
+            op._replace(max_parallelism=details[op.node][0], stateful=details[op.node][1])
+            if op.node in details else op
+            for op in operators
+        )
+    return Fingerprint(
+        operators, fp.job_vertices, fp.state_operators, engine, mode,
+        None if sources is None else tuple(sources),
+    )
+
+
+def is_snapshot(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` is an ``.opid`` snapshot, by its first bytes."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(PREFIX)) == PREFIX.encode()
+    except (OSError, TypeError, ValueError):
+        return False  # the caller's reader reports the problem with the file
+
+
+def read_snapshot(path: str | os.PathLike[str]) -> Fingerprint:
+    """The fingerprint stored in the snapshot file at ``path``."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})"
+        ) from None
+    return loads(text, origin=str(path))
+
+
+def _assemble(
+    ops: list[tuple[str, OperatorFingerprint]],
+    vertices: list[tuple[str, str, int, str]],
+    states: list[StateOperator] | None,
+    origin: str,
+) -> Fingerprint:
+    ids = {number: vid for number, vid, _, _ in vertices}
+    members: dict[str, list[OperatorFingerprint]] = {number: [] for number in ids}
+    operators = []
+    for number, op in ops:
+        if number == _NONE:
+            operators.append(op)
+            continue
+        if number not in ids:
+            raise DocumentError(
+                f"{origin}: operator {op.node} names job vertex {number}, "
+                "which the [job vertices] section does not list"
+            )
+        members[number].append(op)
+        operators.append(
+            OperatorFingerprint(
+                node=op.node,
+                name=op.name,
+                operator_id=op.operator_id,
+                user_operator_id=op.user_operator_id,
+                uid=op.uid,
+                parallelism=op.parallelism,
+                job_vertex=ids[number],
+            )
+        )
+    job_vertices = tuple(
+        JobVertex(
+            id=vid,
+            name=name,
+            parallelism=par,
+            operators=tuple(
+                ChainedOperator(o.operator_id, o.user_operator_id) for o in members[number]
+            ),
+            nodes=tuple(o.node for o in members[number]),
+        )
+        for number, vid, par, name in vertices
+    )
+    return Fingerprint(tuple(operators), job_vertices, None if states is None else tuple(states))
+
+
+def _cells(line: str, where: str) -> list[str]:
+    return _TOKEN.findall(line)
+
+
+def _arity(cells: list[str], count: int, where: str) -> list[str]:
+    if len(cells) != count:
+        raise DocumentError(f"{where}: expected {count} columns, found {len(cells)}")
+    return cells
+
+
+def _string(cell: str, where: str) -> str:
+    if not cell.startswith('"'):
+        raise DocumentError(f"{where}: expected a quoted string, found {cell[:40]}")
+    try:
+        value = json.loads(cell)
+    except (json.JSONDecodeError, RecursionError):
+        raise DocumentError(f"{where}: malformed quoted value {cell[:40]}") from None
+    if not isinstance(value, str) or _SURROGATE.search(value):
+        raise DocumentError(f"{where}: malformed quoted value {cell[:40]}")
+    return value
+
+
+def _hex(cell: str, where: str) -> str:
+    if not _HEX_ID.fullmatch(cell):
+        raise DocumentError(f"{where}: {cell[:40]!r} is not a 32-digit hex ID")
+    return cell.lower()
+
+
+def _int(cell: str, where: str) -> int:
+    if not _INT.fullmatch(cell):
+        raise DocumentError(f"{where}: invalid literal for an integer: {cell[:40]!r}")
+    return int(cell)
+
+

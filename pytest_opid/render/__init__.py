@@ -1,0 +1,1 @@
+"""Everything printed: tables of fingerprints, failure explanations, the session report."""

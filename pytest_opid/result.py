@@ -1,0 +1,370 @@
+"""Fingerprints: the identity of every operator and chain of a job, tagged with its engine.
+
+A :class:`Fingerprint` is what an engine package computes from a topology and what everything
+above (comparison, snapshots, the CLI, restore checks) reads. It is plain immutable data. It
+says which engine and mode it came from (``engine``, ``mode``), so every message about it can be
+worded in that engine's terms, and it round-trips losslessly through :meth:`Fingerprint.to_dict`
+and :meth:`Fingerprint.from_dict`: a saved fingerprint explains a change exactly as the live one
+does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.io.json import check_hex_id, describe_json, short
+
+__all__ = [
+    "ChainedOperator",
+    "Fingerprint",
+    "JobVertex",
+    "OperatorFingerprint",
+    "StateOperator",
+    "StateStore",
+]
+
+#: Version of the saved form written by :meth:`Fingerprint.to_dict`; version 1 (no ``version``
+#: key, no engine tag) is still read.
+SAVED_VERSION = 2
+
+
+class OperatorFingerprint(NamedTuple):
+    """One operator's identity. ``operator_id`` is the generated ID (or the uid's);
+    ``user_operator_id`` is a user-defined ID the engine restores state from, where set.
+    ``stateful`` says whether the operator keeps state: ``None`` where that is unknown."""
+
+    node: int
+    name: str
+    operator_id: str
+    user_operator_id: str | None = None
+    uid: str | None = None
+    parallelism: int = -1
+    job_vertex: str | None = None  # id of the chain (job vertex, stage) the operator runs in
+    max_parallelism: int = -1
+    stateful: bool | None = None
+
+    @property
+    def state_id(self) -> str:
+        """The ID an engine looks up this operator's state under."""
+        return self.user_operator_id or self.operator_id
+
+
+class ChainedOperator(NamedTuple):
+    """An operator as a chain lists it: its generated and user-defined IDs."""
+
+    generated: str
+    user_defined: str | None = None
+
+
+class JobVertex(NamedTuple):
+    """One chain of operators that runs as one task. ``id`` is the head's ID; ``operators``
+    are in the engine's own order; ``nodes`` are the same operators' node ids."""
+
+    id: str
+    name: str
+    parallelism: int
+    operators: tuple[ChainedOperator, ...]
+    nodes: tuple[int, ...] = ()
+    max_parallelism: int = -1
+
+
+@dataclass(frozen=True)
+class StateStore:
+    """One store of a stateful operator, with the schemas the engine checks at restart.
+    Schemas are kept as the engine writes them (JSON text), compared as the engine compares."""
+
+    name: str
+    key_schema: str | None = None
+    value_schema: str | None = None
+
+
+@dataclass(frozen=True)
+class StateOperator:
+    """A stateful operator as an engine numbers its state (``state_operator_id``)."""
+
+    state_operator_id: int
+    operator_id: str
+    name: str
+    kind: str
+    stores: tuple[StateStore, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The identities of a job: operators, chains and, where the engine numbers them, its
+    stateful operators. ``engine`` names the engine package that computed it (``""`` where a
+    saved form did not say), ``mode`` is ``"streaming"`` or ``"batch"``."""
+
+    operators: tuple[OperatorFingerprint, ...]
+    job_vertices: tuple[JobVertex, ...]
+    state_operators: tuple[StateOperator, ...] | None = None
+    engine: str = ""
+    mode: str = "streaming"
+    #: what the job reads, by position, where the engine checks it (as the engine names them)
+    sources: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: everything a comparison or an explanation uses."""
+        out: dict[str, Any] = {
+            "version": SAVED_VERSION,
+            "engine": self.engine,
+            "mode": self.mode,
+            "operators": [
+                {
+                    "node": op.node,
+                    "name": op.name,
+                    "operator_id": op.operator_id,
+                    "user_operator_id": op.user_operator_id,
+                    "uid": op.uid,
+                    "parallelism": op.parallelism,
+                    "max_parallelism": op.max_parallelism,
+                    "stateful": op.stateful,
+                }
+                for op in self.operators
+            ],
+            "job_vertices": [
+                {
+                    "id": v.id,
+                    "name": v.name,
+                    "parallelism": v.parallelism,
+                    "max_parallelism": v.max_parallelism,
+                    "operators": [
+                        {"generated": o.generated, "user_defined": o.user_defined}
+                        for o in v.operators
+                    ],
+                    "nodes": list(v.nodes),
+                }
+                for v in self.job_vertices
+            ],
+        }
+        if self.state_operators is not None:
+            out["state_operators"] = [
+                {
+                    "state_operator_id": s.state_operator_id,
+                    "operator_id": s.operator_id,
+                    "name": s.name,
+                    "kind": s.kind,
+                    "stores": [
+                        {"name": st.name, "key_schema": st.key_schema, "value_schema": st.value_schema}
+                        for st in s.stores
+                    ],
+                }
+                for s in self.state_operators
+            ]
+        if self.sources is not None:
+            out["sources"] = list(self.sources)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Fingerprint:
+        """Read back :meth:`to_dict` output (a saved fingerprint, version 1 or 2), strictly:
+        anything it cannot represent exactly is a :class:`DocumentError` naming the place."""
+        try:
+            return _Reader().fingerprint(data)
+        except DocumentError as exc:
+            raise DocumentError(f"not a valid saved fingerprint: {exc}") from None
+
+
+# -- reading the saved form -----------------------------------------------------------------------
+
+_MISSING = object()
+
+
+class _Reader:
+    """Strict reader of the saved form; every message names the entry at fault."""
+
+    def fingerprint(self, data: Any) -> Fingerprint:
+        top = self._object(data, "")
+        version = top.get("version", 1)
+        if type(version) is not int or version not in (1, SAVED_VERSION):
+            raise DocumentError(
+                f"unsupported saved fingerprint version {short(version)} "
+                f"(this release reads 1 and {SAVED_VERSION})"
+            )
+        for key in ("operators", "job_vertices"):
+            if key not in top:
+                raise DocumentError(f"missing key {key!r}")
+        known = {"version", "engine", "mode", "operators", "job_vertices", "state_operators",
+                 "sources"}
+        self._known(top, known, "")
+        engine = self._str(top, "engine", "", default="")
+        mode = self._str(top, "mode", "", default="streaming")
+        if mode not in ("streaming", "batch"):
+            raise DocumentError(f"the saved fingerprint: mode must be 'streaming' or 'batch', "
+                                f"got {short(mode)}")
+        vertices = tuple(
+            self._vertex(v, i) for i, v in enumerate(self._list(top, "job_vertices", ""))
+        )
+        vertex_of: dict[str, str] = {}
+        for v in vertices:
+            for o in v.operators:
+                vertex_of[o.generated] = v.id
+        operators = tuple(
+            self._operator(o, i, vertex_of)
+            for i, o in enumerate(self._list(top, "operators", ""))
+        )
+        seen: set[int] = set()
+        for op in operators:
+            if op.node in seen:
+                raise DocumentError(f"the saved fingerprint: node {op.node} appears twice")
+            seen.add(op.node)
+        states = None
+        if top.get("state_operators") is not None:
+            states = tuple(
+                self._state(s, i)
+                for i, s in enumerate(self._list(top, "state_operators", ""))
+            )
+        sources = None
+        if top.get("sources") is not None:
+            raw = self._list(top, "sources", "")
+            for i, s in enumerate(raw):
+                if not isinstance(s, str):
+                    raise DocumentError(f"sources[{i}]: expected a string, got {describe_json(s)}")
+            sources = tuple(raw)
+        return Fingerprint(operators, vertices, states, engine, mode, sources)
+
+    def _operator(self, o: Any, i: int, vertex_of: Mapping[str, str]) -> OperatorFingerprint:
+        where = f"operators[{i}]"
+        obj = self._object(o, where)
+        self._known(obj, set(OperatorFingerprint._fields) - {"job_vertex"}, where)
+        operator_id = self._hex(obj, "operator_id", where)
+        stateful = obj.get("stateful")
+        if stateful is not None and type(stateful) is not bool:
+            raise DocumentError(f"{_at(where)}'stateful' must be true, false or null, "
+                                f"got {describe_json(stateful)}")
+        return OperatorFingerprint(
+            node=self._int(obj, "node", where),
+            name=self._str(obj, "name", where),
+            operator_id=operator_id,
+            user_operator_id=self._hex(obj, "user_operator_id", where, optional=True),
+            uid=self._str(obj, "uid", where, default=None),
+            parallelism=self._int(obj, "parallelism", where, default=-1),
+            job_vertex=vertex_of.get(operator_id),
+            max_parallelism=self._int(obj, "max_parallelism", where, default=-1),
+            stateful=stateful,
+        )
+
+    def _vertex(self, v: Any, i: int) -> JobVertex:
+        where = f"job_vertices[{i}]"
+        obj = self._object(v, where)
+        self._known(obj, {"id", "name", "parallelism", "max_parallelism", "operators", "nodes"},
+                    where)
+        self._hex(obj, "id", where)
+        members = []
+        for k, o in enumerate(self._list(obj, "operators", where)):
+            at = f"{where}.operators[{k}]"
+            entry = self._object(o, at)
+            self._known(entry, {"generated", "user_defined"}, at)
+            members.append(
+                ChainedOperator(
+                    self._hex(entry, "generated", at),
+                    self._hex(entry, "user_defined", at, optional=True),
+                )
+            )
+        nodes: list[int] = []
+        if "nodes" in obj:
+            for k, n in enumerate(self._list(obj, "nodes", where)):
+                if type(n) is not int:
+                    raise DocumentError(f"{where}.nodes[{k}]: expected an integer, "
+                                        f"got {describe_json(n)}")
+                nodes.append(n)
+        vertex_id = self._hex(obj, "id", where)
+        return JobVertex(
+            id=vertex_id,
+            name=self._str(obj, "name", where),
+            parallelism=self._int(obj, "parallelism", where),
+            operators=tuple(members),
+            nodes=tuple(nodes),
+            max_parallelism=self._int(obj, "max_parallelism", where, default=-1),
+        )
+
+    def _state(self, s: Any, i: int) -> StateOperator:
+        where = f"state_operators[{i}]"
+        obj = self._object(s, where)
+        self._known(obj, {"state_operator_id", "operator_id", "name", "kind", "stores"}, where)
+        stores = []
+        if obj.get("stores") is not None:
+            for k, st in enumerate(self._list(obj, "stores", where)):
+                at = f"{where}.stores[{k}]"
+                entry = self._object(st, at)
+                self._known(entry, {"name", "key_schema", "value_schema"}, at)
+                stores.append(
+                    StateStore(
+                        self._str(entry, "name", at),
+                        self._str(entry, "key_schema", at, default=None),
+                        self._str(entry, "value_schema", at, default=None),
+                    )
+                )
+        return StateOperator(
+            self._int(obj, "state_operator_id", where),
+            self._hex(obj, "operator_id", where),
+            self._str(obj, "name", where),
+            self._str(obj, "kind", where),
+            tuple(stores),
+        )
+
+    # -- typed fields --
+
+    @staticmethod
+    def _object(value: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise DocumentError(f"{_at(where)}expected a JSON object, got {describe_json(value)}")
+        return value
+
+    @staticmethod
+    def _known(obj: Mapping[str, Any], known: set[str], where: str) -> None:
+        for key in obj:
+            if key not in known:
+                raise DocumentError(f"{_at(where)}unknown key {short(key)}")
+
+    @staticmethod
+    def _list(obj: Mapping[str, Any], key: str, where: str) -> Sequence[Any]:
+        if key not in obj:
+            raise DocumentError(f"{_at(where)}missing key {key!r}")
+        value = obj[key]
+        if not isinstance(value, list):
+            raise DocumentError(f"{_at(where)}{key!r} must be a list, got {describe_json(value)}")
+        return value
+
+    @staticmethod
+    def _int(obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> int:
+        if key not in obj:
+            if default is _MISSING:
+                raise DocumentError(f"{_at(where)}missing key {key!r}")
+            return int(default)
+        value = obj[key]
+        if type(value) is not int or not -(2**31) <= value < 2**31:
+            raise DocumentError(
+                f"{_at(where)}{key!r} must be a 32-bit integer, got {short(value)}"
+            )
+        return value
+
+    @staticmethod
+    def _str(obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> Any:
+        if key not in obj or (obj[key] is None and default is None):
+            if default is _MISSING:
+                raise DocumentError(f"{_at(where)}missing key {key!r}")
+            return default
+        value = obj[key]
+        if not isinstance(value, str):
+            raise DocumentError(f"{_at(where)}{key!r} must be a string, got {describe_json(value)}")
+        return value
+
+    @staticmethod
+    def _hex(obj: Mapping[str, Any], key: str, where: str, optional: bool = False) -> Any:
+        if key not in obj or obj[key] is None:
+            if optional:
+                return None
+            raise DocumentError(f"{_at(where)}missing key {key!r}")
+        return check_hex_id(obj[key], f"{where}.{key}" if where else key)
+
+
+def _at(where: str) -> str:
+    return f"{where}: " if where else ""

@@ -1,0 +1,54 @@
+"""Text that is safe to print: quoting, escaping and column layout shared by every message.
+
+Operator names come from user code and may hold anything: newlines, ANSI escapes, Unicode line
+and paragraph separators, bidi overrides. Printed raw, such a name could forge a line of a CI
+log (``E   ...``) or break a snapshot into lines that no longer parse. Every name or uid this
+package prints goes through :func:`quote` or :func:`printable`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+__all__ = ["columns", "plural", "printable", "quote"]
+
+# Characters json.dumps(ensure_ascii=False) leaves raw that still break or disguise a line:
+# NEL, the line and paragraph separators, bidi embeddings/overrides/isolates, and the C1
+# controls. They become \\uXXXX escapes, which JSON reads back as the same characters.
+_UNSAFE = re.compile(
+    "[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def quote(text: str) -> str:
+    """``text`` as a JSON string literal on one line, every unsafe character escaped."""
+    return _UNSAFE.sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+def printable(text: str) -> str:
+    """``text`` unquoted where it is plain, else its escaped form without the quotes."""
+    if text.isprintable() and not _UNSAFE.search(text):
+        return text
+    return quote(text)[1:-1]
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``"1 operator"``, ``"2 operators"``."""
+    return f"{count} {singular if count == 1 else (plural_form or singular + 's')}"
+
+
+def columns(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """Rows as left-aligned columns (the last column unpadded), each line indented."""
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        indent + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in rows
+    ]

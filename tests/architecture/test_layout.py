@@ -1,0 +1,182 @@
+"""The package's shape: imports flow one way, no cycles, the public API is ``__all__``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import pytest_opid
+
+PACKAGE = Path(pytest_opid.__file__).parent
+
+#: Layers, lowest first: a module may import its own layer's modules and lower layers only.
+LAYERS = (
+    ("core", ("errors", "text", "model", "io", "result", "compare")),
+    ("engines", ("flink", "spark")),
+    ("top", ("render", "plugin", "strategies", "cli", "__main__")),
+)
+#: Spark's operator IDs are Flink-style structural hashes: spark/ may use flink's hasher.
+ALLOWED_ACROSS = {("spark", "flink")}
+
+
+def _modules() -> dict[str, Path]:
+    found = {"pytest_opid": PACKAGE / "__init__.py"}
+    for info in pkgutil.walk_packages([str(PACKAGE)], prefix="pytest_opid."):
+        spec = importlib.util.find_spec(info.name)
+        assert spec is not None and spec.origin is not None
+        found[info.name] = Path(spec.origin)
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    """Every pytest_opid module a file imports, wherever in the file, except for type checking."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return {n for n in names if n.startswith("pytest_opid")}
+
+
+MODULES = _modules()
+GRAPH = {
+    name: {i for i in _imports(path) if i in MODULES and i != name}
+    for name, path in MODULES.items()
+}
+
+
+def _top(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _layer(name: str) -> int:
+    top = _top(name)
+    for index, (_, members) in enumerate(LAYERS):
+        if top in members:
+            return index
+    raise AssertionError(f"{name} belongs to no layer; add it to LAYERS")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
+def test_every_module_imports(name):
+    importlib.import_module(name)
+
+
+def test_no_import_cycle():
+    """Depth-first search with an explicit stack; a back edge is a cycle."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in GRAPH:
+        if start in state:
+            continue
+        stack = [(start, iter(sorted(GRAPH[start])))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+                continue
+            if state.get(child) == 1:
+                cycle = path[path.index(child) :] + [child]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if child not in state:
+                state[child] = 1
+                path.append(child)
+                stack.append((child, iter(sorted(GRAPH[child]))))
+
+
+def test_imports_flow_down_the_layers():
+    wrong = []
+    for name, targets in GRAPH.items():
+        if name == "pytest_opid":
+            continue  # the public API re-exports from every layer (lazily)
+        for target in targets:
+            if target == "pytest_opid":
+                if name not in ("pytest_opid.cli",):  # the CLI prints __version__
+                    wrong.append(f"{name} -> {target}")
+                continue
+            below = _layer(target) < _layer(name)
+            same = _layer(target) == _layer(name)
+            if below:
+                continue
+            if same and (_top(name) == _top(target) or LAYERS[_layer(name)][0] == "core"):
+                continue
+            if same and (_top(name), _top(target)) in ALLOWED_ACROSS:
+                continue
+            if same and LAYERS[_layer(name)][0] == "top":
+                continue
+            wrong.append(f"{name} -> {target}")
+    assert wrong == []
+
+
+def test_flink_never_imports_spark():
+    assert [
+        f"{n} -> {t}" for n, ts in GRAPH.items() for t in ts if _top(n) == "flink" and _top(t) == "spark"
+    ] == []
+
+
+def test_public_api_is_all():
+    expected = {
+        "ChainedOperator", "ChainingStrategy", "Check", "Comparison", "DocumentError", "Edge",
+        "ExchangeMode", "Fingerprint", "HashCollisionError", "JobVertex", "Operator",
+        "OperatorFingerprint", "OpidError", "Partitioner", "SourceKind", "StateOperator",
+        "StateStore", "Topology", "TopologyError", "__version__", "compare", "compute",
+        "fingerprint", "render",
+    }
+    assert set(pytest_opid.__all__) >= expected
+    for name in pytest_opid.__all__:
+        assert getattr(pytest_opid, name) is not None
+    with pytest.raises(AttributeError):
+        pytest_opid.gc_paused  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MODULES if n != "pytest_opid" and not n.endswith("__main__"))
+)
+def test_module_all_lists_only_its_own_public_names(name):
+    module = importlib.import_module(name)
+    for exported in getattr(module, "__all__", ()):
+        assert not exported.startswith("_"), f"{name}.__all__ exports {exported}"
+        assert hasattr(module, exported), f"{name}.__all__ names missing {exported}"
+
+
+def test_core_modules_do_not_branch_on_an_engine():
+    """The engine-neutral core never names an engine in code (docstrings may mention one)."""
+    core = LAYERS[0][1]
+    offenders = []
+    for name, path in MODULES.items():
+        if _top(name) not in core:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if id(node) in docstrings:
+                continue
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value.lower()
+                if "spark" in text or "flink" in text:
+                    offenders.append(f"{name}: {node.value!r}")
+            elif isinstance(node, ast.Name) and ("spark" in node.id.lower()):
+                offenders.append(f"{name}: {node.id}")
+    assert offenders == []
