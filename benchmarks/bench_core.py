@@ -24,8 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pytest_opid.flink.document import dump_document, topology_from_document  # noqa: E402
 from pytest_opid import compute  # noqa: E402
+from pytest_opid.flink.document import dump_document, topology_from_document  # noqa: E402
 from pytest_opid.flink.plan import load_plan  # noqa: E402
 from pytest_opid.model import (  # noqa: E402
     ChainingStrategy,

@@ -147,9 +147,9 @@ def main(repetitions: int = 15) -> None:
     imports = sorted(import_ms() for _ in range(7))
     print(f"import pytest_opid.plugin (pytest already loaded): {statistics.median(imports):.1f} ms")
 
-    from pytest_opid.compare import compare
-    from pytest_opid.flink.document import topology_from_document
     from pytest_opid import compute
+    from pytest_opid.comparison import compare
+    from pytest_opid.flink.document import topology_from_document
     from pytest_opid.io.snapshot import dumps, loads
 
     with gzip.open(LARGE, "rt", encoding="utf-8") as f:

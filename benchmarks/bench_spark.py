@@ -39,10 +39,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import pytest_opid  # noqa: E402
-from pytest_opid.spark.jvm import _Jvm
-from pytest_opid.spark.jvm import read_plan as _read_plan
-from pytest_opid.spark.plan import fingerprint_graph, graph_from_plan  # noqa: E402
 from pytest_opid.plugin.spark import SPARK_CONF  # noqa: E402
+from pytest_opid.spark.jvm import _Jvm  # noqa: E402
+from pytest_opid.spark.jvm import read_plan as _read_plan  # noqa: E402
+from pytest_opid.spark.plan import fingerprint_graph, graph_from_plan  # noqa: E402
 
 WARMUP = 10
 RUNS = 21

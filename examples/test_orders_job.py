@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 import pytest_opid
+from pytest_opid.comparison import compare
 from pytest_opid.flink.builder import Stream, StreamEnvironment
-from pytest_opid.compare import compare
 from pytest_opid.render.explain import render
 
 

@@ -11,7 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_opid.compare import Check, Comparison, compare
+    from pytest_opid.comparison import Check, Comparison, compare
     from pytest_opid.errors import DocumentError, HashCollisionError, OpidError, TopologyError
     from pytest_opid.flink.compute import compute
     from pytest_opid.io.registry import fingerprint
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         SourceKind,
         Topology,
     )
-    from pytest_opid.render.explain import render
+    from pytest_opid.render.explain import explain
     from pytest_opid.result import (
         ChainedOperator,
         Fingerprint,
@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 __version__ = "0.2.0"
 
 _EXPORTS = {
-    "Check": "pytest_opid.compare",
-    "Comparison": "pytest_opid.compare",
-    "compare": "pytest_opid.compare",
+    "Check": "pytest_opid.comparison",
+    "Comparison": "pytest_opid.comparison",
+    "compare": "pytest_opid.comparison",
     "DocumentError": "pytest_opid.errors",
     "HashCollisionError": "pytest_opid.errors",
     "OpidError": "pytest_opid.errors",
@@ -53,7 +53,7 @@ _EXPORTS = {
     "Partitioner": "pytest_opid.model",
     "SourceKind": "pytest_opid.model",
     "Topology": "pytest_opid.model",
-    "render": "pytest_opid.render.explain",
+    "explain": "pytest_opid.render.explain",
     "ChainedOperator": "pytest_opid.result",
     "Fingerprint": "pytest_opid.result",
     "JobVertex": "pytest_opid.result",
@@ -62,7 +62,32 @@ _EXPORTS = {
     "StateStore": "pytest_opid.result",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "ChainedOperator",
+    "ChainingStrategy",
+    "Check",
+    "Comparison",
+    "DocumentError",
+    "Edge",
+    "ExchangeMode",
+    "Fingerprint",
+    "HashCollisionError",
+    "JobVertex",
+    "Operator",
+    "OperatorFingerprint",
+    "OpidError",
+    "Partitioner",
+    "SourceKind",
+    "StateOperator",
+    "StateStore",
+    "Topology",
+    "TopologyError",
+    "__version__",
+    "compare",
+    "compute",
+    "explain",
+    "fingerprint",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from pytest_opid import __version__
-from pytest_opid.compare import Check, compare
+from pytest_opid.comparison import Check, compare
 from pytest_opid.errors import OpidError
 from pytest_opid.io.registry import data_formats, load_input
 from pytest_opid.render.explain import render

@@ -149,7 +149,11 @@ class Fingerprint:
                     "name": s.name,
                     "kind": s.kind,
                     "stores": [
-                        {"name": st.name, "key_schema": st.key_schema, "value_schema": st.value_schema}
+                        {
+                            "name": st.name,
+                            "key_schema": st.key_schema,
+                            "value_schema": st.value_schema,
+                        }
                         for st in s.stores
                     ],
                 }
@@ -191,14 +195,22 @@ class _Reader:
         for key in ("operators", "job_vertices"):
             if key not in top:
                 raise DocumentError(f"missing key {key!r}")
-        known = {"version", "engine", "mode", "operators", "job_vertices", "state_operators",
-                 "sources"}
+        known = {
+            "version",
+            "engine",
+            "mode",
+            "operators",
+            "job_vertices",
+            "state_operators",
+            "sources",
+        }
         self._known(top, known, "")
         engine = self._str(top, "engine", "", default="")
         mode = self._str(top, "mode", "", default="streaming")
         if mode not in ("streaming", "batch"):
-            raise DocumentError(f"the saved fingerprint: mode must be 'streaming' or 'batch', "
-                                f"got {short(mode)}")
+            raise DocumentError(
+                f"the saved fingerprint: mode must be 'streaming' or 'batch', got {short(mode)}"
+            )
         vertices = tuple(
             self._vertex(v, i) for i, v in enumerate(self._list(top, "job_vertices", ""))
         )
@@ -207,8 +219,7 @@ class _Reader:
             for o in v.operators:
                 vertex_of[o.generated] = v.id
         operators = tuple(
-            self._operator(o, i, vertex_of)
-            for i, o in enumerate(self._list(top, "operators", ""))
+            self._operator(o, i, vertex_of) for i, o in enumerate(self._list(top, "operators", ""))
         )
         seen: set[int] = set()
         for op in operators:
@@ -218,8 +229,7 @@ class _Reader:
         states = None
         if top.get("state_operators") is not None:
             states = tuple(
-                self._state(s, i)
-                for i, s in enumerate(self._list(top, "state_operators", ""))
+                self._state(s, i) for i, s in enumerate(self._list(top, "state_operators", ""))
             )
         sources = None
         if top.get("sources") is not None:
@@ -237,8 +247,9 @@ class _Reader:
         operator_id = self._hex(obj, "operator_id", where)
         stateful = obj.get("stateful")
         if stateful is not None and type(stateful) is not bool:
-            raise DocumentError(f"{_at(where)}'stateful' must be true, false or null, "
-                                f"got {describe_json(stateful)}")
+            raise DocumentError(
+                f"{_at(where)}'stateful' must be true, false or null, got {describe_json(stateful)}"
+            )
         return OperatorFingerprint(
             node=self._int(obj, "node", where),
             name=self._str(obj, "name", where),
@@ -254,8 +265,9 @@ class _Reader:
     def _vertex(self, v: Any, i: int) -> JobVertex:
         where = f"job_vertices[{i}]"
         obj = self._object(v, where)
-        self._known(obj, {"id", "name", "parallelism", "max_parallelism", "operators", "nodes"},
-                    where)
+        self._known(
+            obj, {"id", "name", "parallelism", "max_parallelism", "operators", "nodes"}, where
+        )
         self._hex(obj, "id", where)
         members = []
         for k, o in enumerate(self._list(obj, "operators", where)):
@@ -272,8 +284,9 @@ class _Reader:
         if "nodes" in obj:
             for k, n in enumerate(self._list(obj, "nodes", where)):
                 if type(n) is not int:
-                    raise DocumentError(f"{where}.nodes[{k}]: expected an integer, "
-                                        f"got {describe_json(n)}")
+                    raise DocumentError(
+                        f"{where}.nodes[{k}]: expected an integer, got {describe_json(n)}"
+                    )
                 nodes.append(n)
         vertex_id = self._hex(obj, "id", where)
         return JobVertex(
@@ -341,9 +354,7 @@ class _Reader:
             return int(default)
         value = obj[key]
         if type(value) is not int or not -(2**31) <= value < 2**31:
-            raise DocumentError(
-                f"{_at(where)}{key!r} must be a 32-bit integer, got {short(value)}"
-            )
+            raise DocumentError(f"{_at(where)}{key!r} must be a 32-bit integer, got {short(value)}")
         return value
 
     @staticmethod

@@ -34,6 +34,8 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
     chained = [new(ChainedOperator, pair) for pair in zip(ids, user, strict=True)]
     vertex_of: list[str] = [""] * len(ops)
     vertices = []
+    operators: tuple[ChainedOperator, ...]
+    nodes: tuple[int, ...]
     for head, members, name, parallelism in job_vertices(topology, chainable):
         vertex_id = ids[head]
         if len(members) == 1:
@@ -45,8 +47,10 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
             operators = tuple([chained[m] for m in members])
             nodes = tuple([node_ids[m] for m in members])
         vertices.append(
-            new(JobVertex, (vertex_id, name, parallelism, operators, nodes,
-                            ops[head].max_parallelism))
+            new(
+                JobVertex,
+                (vertex_id, name, parallelism, operators, nodes, ops[head].max_parallelism),
+            )
         )
     columns = zip(
         node_ids,
@@ -60,5 +64,5 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
         [None] * len(ops),
         strict=True,
     )
-    operators = tuple([new(OperatorFingerprint, row) for row in columns])
-    return Fingerprint(operators, tuple(vertices), None, ENGINE, "streaming")
+    fingerprints = tuple([new(OperatorFingerprint, row) for row in columns])
+    return Fingerprint(fingerprints, tuple(vertices), None, ENGINE, "streaming")

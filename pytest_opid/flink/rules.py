@@ -5,7 +5,7 @@ Flink maps the state in a savepoint to operators by ID: the user-defined ID give
 shape). It never matches by name. State whose ID finds no operator makes the restore fail
 ("Cannot map checkpoint/savepoint state for operator ... to the new program") unless the job
 runs with ``--allowNonRestoredState``, which drops it. :class:`FlinkRules` decides from a
-:class:`~pytest_opid.compare.Comparison` whether that happens and explains it with fixes in the
+:class:`~pytest_opid.comparison.Comparison` whether that happens and explains it with fixes in the
 DataStream API (``uid``, ``setUidHash``).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_opid.compare import Check, Comparison
+from pytest_opid.comparison import Check, Comparison
 from pytest_opid.result import Fingerprint, OperatorFingerprint
 from pytest_opid.text import columns, plural, quote
 
@@ -116,7 +116,10 @@ def _sections(c: Comparison) -> list[str]:
                 f"as {a.state_id}",
             ]
     if c.changed:
-        out += ["", "Operators whose ID changed (the state saved under the old ID finds no operator):"]
+        out += [
+            "",
+            "Operators whose ID changed (the state saved under the old ID finds no operator):",
+        ]
         out += columns(
             [
                 (_node(o.node, n.node), quote(n.name), f"{o.state_id} -> {n.state_id}", _why(o, n))

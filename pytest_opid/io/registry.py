@@ -18,12 +18,12 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_opid.errors import DocumentError, OpidError
-from pytest_opid.io.json import describe_json, parse_json, read_json
+from pytest_opid.io.json import parse_json, read_json
 from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
 from pytest_opid.result import Fingerprint
 
 if TYPE_CHECKING:  # types only: compare.py looks rules up here at run time
-    from pytest_opid.compare import Check, Comparison
+    from pytest_opid.comparison import Check, Comparison
 
 __all__ = [
     "DataFormat",
@@ -36,6 +36,7 @@ __all__ = [
     "register_engine",
     "register_format",
     "register_frontend",
+    "register_hint",
 ]
 
 ENTRY_POINT_GROUP = "pytest_opid.engines"
@@ -91,6 +92,7 @@ class _Registry:
         self.frontends: list[Frontend] = []
         self.formats: dict[str, DataFormat] = {}
         self.engines: dict[str, EngineRules] = {}
+        self.hints: list[Callable[[Any], str | None]] = []
         self.loaded = False
 
     def load(self) -> None:
@@ -107,6 +109,11 @@ _REGISTRY = _Registry()
 
 def register_frontend(frontend: Frontend) -> None:
     _REGISTRY.frontends.append(frontend)
+
+
+def register_hint(hint: Callable[[Any], str | None]) -> None:
+    """Add a hint for an object no frontend accepts (say, how to turn it into one that is)."""
+    _REGISTRY.hints.append(hint)
 
 
 def register_format(data_format: DataFormat) -> None:
@@ -169,9 +176,11 @@ def fingerprint(source: Any, *, chaining: Any = None, format: str | None = None)
     accepted = "; ".join(f.description for f in _REGISTRY.frontends if f.description)
     kinds = "; ".join(f.description for f in _REGISTRY.formats.values())
     module = type(source).__module__ or ""
+    hint = next((h for h in map(lambda f: f(source), _REGISTRY.hints) if h), "")
     raise TypeError(
         f"pytest_opid.fingerprint() accepts {accepted}; {kinds}; a saved fingerprint (a dict, "
         f"JSON text or a path); got {module}.{type(source).__qualname__}"
+        + (f" ({hint})" if hint else "")
     )
 
 

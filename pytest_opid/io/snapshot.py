@@ -101,8 +101,12 @@ def dumps(fp: Fingerprint, preamble: Sequence[str] = ()) -> str:
             ],
         )
         stores = [
-            (str(s.state_operator_id), quote(st.name), _quote(st.key_schema),
-             _quote(st.value_schema))
+            (
+                str(s.state_operator_id),
+                quote(st.name),
+                _quote(st.key_schema),
+                _quote(st.value_schema),
+            )
             for s in fp.state_operators
             for st in s.stores
         ]
@@ -121,7 +125,7 @@ def _flag(value: bool | None) -> str:
     return _NONE if value is None else ("true" if value else "false")
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     """Left-aligned columns; the header is a comment so it never parses as a row."""
     head = ("# " + header[0], *header[1:])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(header))]
@@ -197,16 +201,18 @@ def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
             vertex, vid, par, name = _arity(cells, 4, where)
             vertices.append((vertex, _hex(vid, where), _int(par, where), _string(name, where)))
         elif section == _STATES and states is not None:
-            number_, op_id, kind, name = _arity(cells, 4, where)
+            state_no, op_id, kind, name = _arity(cells, 4, where)
             states.append(
                 StateOperator(
-                    _int(number_, where), _hex(op_id, where), _string(name, where),
+                    _int(state_no, where),
+                    _hex(op_id, where),
+                    _string(name, where),
                     _string(kind, where),
                 )
             )
         elif section == _STORES:
-            number_, store, key_schema, value_schema = _arity(cells, 4, where)
-            stores.setdefault(_int(number_, where), []).append(
+            state_no, store, key_schema, value_schema = _arity(cells, 4, where)
+            stores.setdefault(_int(state_no, where), []).append(
                 StateStore(
                     _string(store, where),
                     None if key_schema == _NONE else _string(key_schema, where),
@@ -222,29 +228,45 @@ def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
             raise DocumentError(f"{where}: a row outside the [operators] section")
     mode = job.get("mode", "streaming")
     if mode not in ("streaming", "batch"):
-        raise DocumentError(f"{origin}: mode must be \"streaming\" or \"batch\"")
+        raise DocumentError(f'{origin}: mode must be "streaming" or "batch"')
     engine = job.get("engine", "")  # format 1: none; the registry finds the engine claiming it
     if states is not None and stores:
         known = {s.state_operator_id for s in states}
-        for number_ in stores:
-            if number_ not in known:
-                raise DocumentError(f"{origin}: [state stores] names state {number_}, "
-                                    "which [state operators] does not list")
+        for state_number in stores:
+            if state_number not in known:
+                raise DocumentError(
+                    f"{origin}: [state stores] names state {state_number}, "
+                    "which [state operators] does not list"
+                )
         states = [
-            StateOperator(s.state_operator_id, s.operator_id, s.name, s.kind,
-                          tuple(stores.get(s.state_operator_id, ())))
+            StateOperator(
+                s.state_operator_id,
+                s.operator_id,
+                s.name,
+                s.kind,
+                tuple(stores.get(s.state_operator_id, ())),
+            )
             for s in states
         ]
     fp = _assemble(ops, vertices, states, origin)
     operators = fp.operators
+    job_vertices = fp.job_vertices
     if details:
         operators = tuple(
             op._replace(max_parallelism=details[op.node][0], stateful=details[op.node][1])
-            if op.node in details else op
+            if op.node in details
+            else op
             for op in operators
         )
+        # A chain's max parallelism is its head's; the head's ID is the chain's ID.
+        head = {op.operator_id: op.max_parallelism for op in operators}
+        job_vertices = tuple(v._replace(max_parallelism=head.get(v.id, -1)) for v in job_vertices)
     return Fingerprint(
-        operators, fp.job_vertices, fp.state_operators, engine, mode,
+        operators,
+        job_vertices,
+        fp.state_operators,
+        engine,
+        mode,
         None if sources is None else tuple(sources),
     )
 
@@ -350,5 +372,3 @@ def _int(cell: str, where: str) -> int:
     if not _INT.fullmatch(cell):
         raise DocumentError(f"{where}: invalid literal for an integer: {cell[:40]!r}")
     return int(cell)
-
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_opid.io.registry import Frontend, register_engine, register_frontend
+from pytest_opid.io.registry import Frontend, register_engine, register_frontend, register_hint
 from pytest_opid.result import Fingerprint
 from pytest_opid.spark.jvm import read_plan
 from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
@@ -35,11 +35,10 @@ def _top_module(obj: Any) -> str:
     return (type(obj).__module__ or "").partition(".")[0]
 
 
-def _pandas(obj: Any, chaining: Any) -> Fingerprint:
-    raise TypeError(
-        "pytest_opid.fingerprint() got a pandas DataFrame, which has no plan: fingerprint "
-        "spark.createDataFrame(pdf) instead"
-    )
+def _pandas_hint(obj: Any) -> str | None:
+    if _top_module(obj) == "pandas":
+        return "a pandas DataFrame has no plan: fingerprint spark.createDataFrame(pdf) instead"
+    return None
 
 
 register_frontend(
@@ -50,5 +49,5 @@ register_frontend(
         "a PySpark DataFrame (batch or streaming) or StreamingQuery",
     )
 )
-register_frontend(Frontend("pandas", lambda obj: _top_module(obj) == "pandas", _pandas, ""))
+register_hint(_pandas_hint)
 register_engine(SparkRules())

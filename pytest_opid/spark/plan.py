@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_opid.errors import DocumentError, OpidError
+from pytest_opid.errors import DocumentError
 from pytest_opid.flink.chaining import Chain
 from pytest_opid.flink.hasher import operator_ids
 from pytest_opid.model import Edge, Operator, Partitioner, Topology
@@ -272,12 +272,13 @@ def spark_stages(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
 def _stage_name(ops: Sequence[Operator], chained_ins: Sequence[Sequence[int]], head: int) -> str:
     """``A -> B`` read from the stage's inputs to its head, built without recursion."""
     parts: list[str] = []
-    stack: list[object] = [head]
+    stack: list[int | str] = [head]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             parts.append(item)
             continue
+        assert isinstance(item, int)
         node = item
         inputs = chained_ins[node]
         stack.append(ops[node].name)
@@ -441,7 +442,7 @@ class _Builder:
             elif cls in _EXCHANGES and len(inputs) == 1:
                 ports[i] = self._exchange(node, cls, inputs[0])  # type: ignore[arg-type]
                 if main:
-                    self._exchanges.append((nodes, i, end[i], ports[i]))
+                    self._exchanges.append((nodes, i, end[i], ports[i]))  # type: ignore[arg-type]
             elif cls == "ReusedExchangeExec" and isinstance(node.get("child"), list):
                 ports[i] = self._reuse(node["child"], what, i)
             else:

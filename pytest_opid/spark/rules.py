@@ -11,7 +11,7 @@ savepoints.
 
 from __future__ import annotations
 
-from pytest_opid.compare import Check, Comparison
+from pytest_opid.comparison import Check, Comparison
 from pytest_opid.result import Fingerprint, StateOperator
 from pytest_opid.text import plural, quote
 
@@ -34,7 +34,8 @@ class SparkRules:
             )
         return (
             "Spark finds a stateful operator's state in state/<n> by its position n in the plan",
-            "([state operators]); job vertices are Spark's stages. Accept: pytest --snapshot-update",
+            "([state operators]); job vertices are Spark's stages. "
+            "Accept: pytest --snapshot-update",
         )
 
     def loses_state(self, c: Comparison) -> bool:
@@ -43,7 +44,7 @@ class SparkRules:
         return any(s.loses_state for s in c.state_operator_changes)
 
     def breaks(self, c: Comparison, check: Check) -> bool:
-        stages = bool(c.chain_changes)
+        stages = _stages_changed(c)
         if c.mode == "batch":
             return stages  # no state: only the stages can be held stable
         state = self.loses_state(c)
@@ -70,6 +71,9 @@ class SparkRules:
                     assert s.new is not None
                     text = f"new: {_stateful(s.new)} starts with empty state"
                 out.append(f"  state/{s.state_operator_id}  {text}")
+        before, after = len(c.old.job_vertices), len(c.new.job_vertices)
+        if before != after:
+            out += ["", f"Stages: {before} before, {after} now (an exchange was added or removed)."]
         if c.chain_changes:
             out += ["", "Stages that split or merged:"]
             for change in c.chain_changes:
@@ -104,6 +108,8 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
         )
     if c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
+    elif _stages_changed(c):
+        problems.append(f"{len(c.old.job_vertices)} stages became {len(c.new.job_vertices)}")
     if broken:
         title = "Stages changed" if c.mode == "batch" else "Topology not stable"
         return f"{title} {held}: " + "; ".join(problems) + "."
@@ -118,12 +124,18 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     notes = problems
     if moved:
         notes = [
-            f"{plural(moved, 'operator')} with a new ID (Spark finds state by state/<n>, not by ID)",
+            f"{plural(moved, 'operator')} with a new ID "
+            "(Spark finds state by state/<n>, not by ID)",
             *notes,
         ]
     if notes:
         return f"No state lost {held}; not held stable: " + "; ".join(notes) + "."
     return f"No state lost {held}: every operator keeps its ID."
+
+
+def _stages_changed(c: Comparison) -> bool:
+    """A stage split or merged, or one added or removed (an exchange came or went)."""
+    return bool(c.chain_changes) or len(c.old.job_vertices) != len(c.new.job_vertices)
 
 
 def _stateful(s: StateOperator) -> str:
@@ -138,7 +150,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
             "    the same order in the query, so that each finds its state/<n> again",
             "  - or run the changed query on a new checkpoint location (its state starts empty)",
         ]
-    if c.chain_changes and (check is not Check.IDS or c.mode == "batch"):
+    if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch"):
         out += [
             "  - a stage ends at every exchange: look for a groupBy/join/repartition/",
             "    distinct that was added, removed or moved, or a join strategy that changed",

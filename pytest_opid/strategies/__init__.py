@@ -21,7 +21,6 @@ This is the only module that imports Hypothesis (the ``hypothesis`` extra).
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -364,7 +363,9 @@ def _topologies(draw, cfg: _Config) -> Topology:
             ops[source]["parallelism"] != ops[target]["parallelism"]
         ):
             partitioner = Partitioner.REBALANCE  # Flink's choice where FORWARD cannot be
-        edges.append(Edge(source, target, partitioner, type_number, exchange))
+        edges.append(
+            Edge(source, target, partitioner, type_number, exchange or ExchangeMode.UNDEFINED)
+        )
 
     for node in range(count):
         needed = cfg.min_sources - sources
@@ -391,7 +392,7 @@ def _topologies(draw, cfg: _Config) -> Topology:
             candidates = list(range(node)) if cfg.fan_out else open_nodes
             first = _recent(draw, candidates)
             inputs = [(first, 0)]
-            names = _OPERATOR_NAMES
+            names: tuple[str, ...] = _OPERATOR_NAMES
             if _chance(draw, p_multi_input):
                 if cfg.two_inputs and (
                     not cfg.unions or _chance(draw, _P_TWO_INPUT / p_multi_input)

@@ -15,7 +15,7 @@ PACKAGE = Path(pytest_opid.__file__).parent
 
 #: Layers, lowest first: a module may import its own layer's modules and lower layers only.
 LAYERS = (
-    ("core", ("errors", "text", "model", "io", "result", "compare")),
+    ("core", ("errors", "text", "model", "io", "result", "comparison")),
     ("engines", ("flink", "spark")),
     ("top", ("render", "plugin", "strategies", "cli", "__main__")),
 )
@@ -94,7 +94,7 @@ def test_no_import_cycle():
                 state[node] = 2
                 continue
             if state.get(child) == 1:
-                cycle = path[path.index(child) :] + [child]
+                cycle = [*path[path.index(child) :], child]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if child not in state:
                 state[child] = 1
@@ -128,23 +128,52 @@ def test_imports_flow_down_the_layers():
 
 def test_flink_never_imports_spark():
     assert [
-        f"{n} -> {t}" for n, ts in GRAPH.items() for t in ts if _top(n) == "flink" and _top(t) == "spark"
+        f"{n} -> {t}"
+        for n, ts in GRAPH.items()
+        for t in ts
+        if _top(n) == "flink" and _top(t) == "spark"
     ] == []
 
 
 def test_public_api_is_all():
     expected = {
-        "ChainedOperator", "ChainingStrategy", "Check", "Comparison", "DocumentError", "Edge",
-        "ExchangeMode", "Fingerprint", "HashCollisionError", "JobVertex", "Operator",
-        "OperatorFingerprint", "OpidError", "Partitioner", "SourceKind", "StateOperator",
-        "StateStore", "Topology", "TopologyError", "__version__", "compare", "compute",
-        "fingerprint", "render",
+        "ChainedOperator",
+        "ChainingStrategy",
+        "Check",
+        "Comparison",
+        "DocumentError",
+        "Edge",
+        "ExchangeMode",
+        "Fingerprint",
+        "HashCollisionError",
+        "JobVertex",
+        "Operator",
+        "OperatorFingerprint",
+        "OpidError",
+        "Partitioner",
+        "SourceKind",
+        "StateOperator",
+        "StateStore",
+        "Topology",
+        "TopologyError",
+        "__version__",
+        "compare",
+        "compute",
+        "fingerprint",
+        "explain",
     }
-    assert set(pytest_opid.__all__) >= expected
+    assert set(pytest_opid.__all__) == expected
+    assert set(pytest_opid._EXPORTS) | {"__version__"} == expected
     for name in pytest_opid.__all__:
         assert getattr(pytest_opid, name) is not None
     with pytest.raises(AttributeError):
         pytest_opid.gc_paused  # noqa: B018
+    # No public name is also a submodule's: importing the submodule would shadow it.
+    importlib.import_module("pytest_opid.render.explain")
+    importlib.import_module("pytest_opid.comparison")
+    assert callable(pytest_opid.compare) and callable(pytest_opid.fingerprint)
+    submodules = {n.split(".")[1] for n in MODULES if n.count(".") >= 1}
+    assert not submodules & set(pytest_opid.__all__)
 
 
 @pytest.mark.parametrize(

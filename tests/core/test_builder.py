@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import pytest_opid
+from pytest_opid.errors import OpidError, TopologyError
 from pytest_opid.flink.builder import StreamEnvironment, legacy_source, source
 from pytest_opid.flink.document import dump_document
-from pytest_opid.errors import OpidError, TopologyError
 from pytest_opid.model import ChainingStrategy, Partitioner, SourceKind, Topology
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from pytest_opid.cli import main
-from pytest_opid.flink.document import load_document
-from pytest_opid.errors import DocumentError, OpidError, TopologyError
 from pytest_opid import fingerprint
+from pytest_opid.cli import main
+from pytest_opid.errors import DocumentError, OpidError, TopologyError
+from pytest_opid.flink.document import load_document
 from pytest_opid.model import Edge, Operator, Topology
 
 

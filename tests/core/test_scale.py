@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from pytest_opid.flink.document import dump_document, load_document
-from pytest_opid.errors import HashCollisionError
 from pytest_opid import compute, fingerprint
+from pytest_opid.errors import HashCollisionError
+from pytest_opid.flink.document import dump_document, load_document
 from pytest_opid.flink.hasher import uid_operator_id
 from pytest_opid.model import Edge, Operator, Partitioner, SourceKind, Topology
 

@@ -14,11 +14,11 @@ import pytest
 
 import pytest_opid
 from pytest_opid.cli import diff_command
-from pytest_opid.compare import Check, compare
-from pytest_opid.render.explain import render
+from pytest_opid.comparison import Check, compare
 from pytest_opid.errors import OpidError
-from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
 from pytest_opid.model import Edge, Operator, Partitioner, SourceKind, Topology
+from pytest_opid.render.explain import render
+from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

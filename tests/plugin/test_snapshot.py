@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 import pytest_opid
-from pytest_opid.compare import Check
+from pytest_opid.comparison import Check
 from pytest_opid.errors import DocumentError
-from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
 from pytest_opid.io.snapshot import HEADER, dumps, loads
 from pytest_opid.plugin.extension import TopologySnapshotExtension
+from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
 
 DOC = {
     "nodes": [

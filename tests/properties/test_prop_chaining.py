@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from pytest_opid import compute
 from pytest_opid.flink.chaining import ChainingRule, flink_chaining, job_vertices
-from pytest_opid.strategies import topologies
 from pytest_opid.model import Topology
+from pytest_opid.strategies import topologies
 
 
 def check_chain_invariants(t: Topology, rule: ChainingRule = flink_chaining) -> None:

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from pytest_opid import compute, fingerprint
 from pytest_opid.flink.document import dump_document, topology_from_document
+from pytest_opid.model import Edge, Topology
 from pytest_opid.result import Fingerprint
 from pytest_opid.strategies import topologies
-from pytest_opid.model import Edge, Topology
 
 
 def per_node(fp: Fingerprint) -> dict[int, tuple[str, str | None, str | None]]:
@@ -94,9 +94,13 @@ def test_renumbering_node_ids_keeps_the_fingerprint(pair):
     old = per_node(before)
     new = per_node(after)
     assert {mapping[n]: ids for n, ids in old.items()} == new
+
     # Node ids are renumbered on purpose: compare the vertices without them.
     def without_nodes(fp):
-        return [{k: v for k, v in vertex.items() if k != "nodes"} for vertex in fp.to_dict()["job_vertices"]]
+        return [
+            {k: v for k, v in vertex.items() if k != "nodes"}
+            for vertex in fp.to_dict()["job_vertices"]
+        ]
 
     assert without_nodes(before) == without_nodes(after)
     assert [tuple(mapping[n] for n in v.nodes) for v in before.job_vertices] == [

@@ -10,11 +10,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_opid import compute
-from pytest_opid.flink.document import dump_document, topology_from_document
 from pytest_opid.errors import TopologyError
+from pytest_opid.flink.document import dump_document, topology_from_document
 from pytest_opid.flink.hasher import uid_operator_id
-from pytest_opid.strategies import topologies
 from pytest_opid.model import Topology
+from pytest_opid.strategies import topologies
 
 
 def with_operators(t: Topology, operators) -> Topology:

@@ -8,14 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_opid import compute
-from pytest_opid.compare import compare
+from pytest_opid.comparison import compare
+from pytest_opid.model import Edge, Operator, Topology
 from pytest_opid.strategies import (
     REFACTORING_KINDS,
     refactorings,
     state_id_changes,
     topologies,
 )
-from pytest_opid.model import Edge, Operator, Topology
 
 # Topologies on which every kind applies often (insert and repartition need an edge,
 # remove_uid a uid, break_chain a chained edge).

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_opid import fingerprint
-from pytest_opid.flink.document import dump_document, topology_from_document
 from pytest_opid.errors import OpidError
+from pytest_opid.flink.document import dump_document, topology_from_document
 from pytest_opid.result import Fingerprint
 from pytest_opid.strategies import topologies
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from pytest_opid import compute
-from pytest_opid.strategies import REFACTORING_KINDS, refactorings, topologies
 from pytest_opid.model import (
     ChainingStrategy,
     ExchangeMode,
@@ -19,6 +18,7 @@ from pytest_opid.model import (
     SourceKind,
     Topology,
 )
+from pytest_opid.strategies import REFACTORING_KINDS, refactorings, topologies
 
 
 def assert_valid(t: Topology) -> None:
