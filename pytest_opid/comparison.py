@@ -373,5 +373,3 @@ def _state_changes(old: Fingerprint, new: Fingerprint) -> list[StateOperatorChan
             continue
         changes.append(StateOperatorChange(number, o, n))
     return changes
-
-

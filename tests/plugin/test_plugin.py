@@ -416,7 +416,8 @@ def test_the_plugin_imports_nothing_heavy():
         "import sys, pytest_opid.plugin; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pyspark', 'hypothesis', 'syrupy', 'py4j') or m in "
-        "('pytest_opid.io.snapshot', 'pytest_opid.plugin.extension', 'pytest_opid.render.report', 'pytest_opid.spark')))"
+        "('pytest_opid.io.snapshot', 'pytest_opid.plugin.extension', 'pytest_opid.render.report', "
+        "'pytest_opid.spark')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

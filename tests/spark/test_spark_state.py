@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import pytest_opid
-from pytest_opid.compare import compare
+from pytest_opid.comparison import compare
 from pytest_opid.render.explain import render
 from tests.spark.spark_checks import EVENTS_SCHEMA, state_directories, state_key_fields
 
