@@ -25,11 +25,14 @@ if TYPE_CHECKING:
         Topology,
     )
     from pytest_opid.render.explain import explain
+    from pytest_opid.restore import check_restore
     from pytest_opid.result import (
         ChainedOperator,
         Fingerprint,
         JobVertex,
         OperatorFingerprint,
+        RestoreCheck,
+        RestoreProblem,
         StateOperator,
         StateStore,
     )
@@ -45,6 +48,9 @@ _EXPORTS = {
     "OpidError": "pytest_opid.errors",
     "TopologyError": "pytest_opid.errors",
     "compute": "pytest_opid.flink.compute",
+    "check_restore": "pytest_opid.restore",
+    "RestoreCheck": "pytest_opid.result",
+    "RestoreProblem": "pytest_opid.result",
     "fingerprint": "pytest_opid.io.registry",
     "ChainingStrategy": "pytest_opid.model",
     "Edge": "pytest_opid.model",
@@ -78,11 +84,14 @@ __all__ = [
     "OpidError",
     "Partitioner",
     "SourceKind",
+    "RestoreCheck",
+    "RestoreProblem",
     "StateOperator",
     "StateStore",
     "Topology",
     "TopologyError",
     "__version__",
+    "check_restore",
     "compare",
     "compute",
     "explain",

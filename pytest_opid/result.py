@@ -23,6 +23,8 @@ __all__ = [
     "Fingerprint",
     "JobVertex",
     "OperatorFingerprint",
+    "RestoreCheck",
+    "RestoreProblem",
     "StateOperator",
     "StateStore",
 ]
@@ -174,6 +176,55 @@ class Fingerprint:
             return _Reader().fingerprint(data)
         except DocumentError as exc:
             raise DocumentError(f"not a valid saved fingerprint: {exc}") from None
+
+
+# -- restore checks -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreProblem:
+    """One reason the engine would refuse (a problem) or mishandle (a warning) a restore.
+
+    ``kind`` is the engine's category (e.g. ``unmapped_state``, ``key_schema``);
+    ``state_id`` is where the old state is filed (an operator ID, or a state directory
+    number as text); ``operator_id`` the new operator concerned, where there is one; ``name``
+    the operator's name as the previous state records it. ``message`` says what the engine will
+    do and how to fix it, in that engine's words."""
+
+    kind: str
+    message: str
+    state_id: str | None = None
+    operator_id: str | None = None
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "operator_id": self.operator_id,
+            "state_id": self.state_id,
+            "name": self.name,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class RestoreCheck:
+    """Whether a new version of a job starts from the previous one's state, as its engine
+    would decide at restore: every problem (the engine stops at the first), and warnings for
+    restores that succeed but hand state to the wrong place or ignore a setting."""
+
+    engine: str
+    restorable: bool
+    problems: tuple[RestoreProblem, ...] = ()
+    warnings: tuple[RestoreProblem, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "restorable": self.restorable,
+            "problems": [p.to_dict() for p in self.problems],
+            "warnings": [w.to_dict() for w in self.warnings],
+        }
 
 
 # -- reading the saved form -----------------------------------------------------------------------

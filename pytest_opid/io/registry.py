@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from importlib import import_module
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.io.json import parse_json, read_json
 from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
-from pytest_opid.result import Fingerprint
+from pytest_opid.result import Fingerprint, RestoreCheck
 
 if TYPE_CHECKING:  # types only: compare.py looks rules up here at run time
     from pytest_opid.comparison import Check, Comparison
@@ -29,6 +30,7 @@ __all__ = [
     "DataFormat",
     "EngineRules",
     "Frontend",
+    "RestoreSource",
     "data_formats",
     "engine_rules",
     "fingerprint",
@@ -37,6 +39,8 @@ __all__ = [
     "register_format",
     "register_frontend",
     "register_hint",
+    "register_restore_source",
+    "restore_source",
 ]
 
 ENTRY_POINT_GROUP = "pytest_opid.engines"
@@ -60,6 +64,17 @@ class DataFormat:
     recognises: Callable[[Mapping[str, Any]], bool]
     read: Callable[[Any, Any], Fingerprint]  # (parsed JSON, chaining rule or None)
     description: str
+
+
+@dataclass(frozen=True)
+class RestoreSource:
+    """Previous state an engine restores from, on disk (a savepoint, a checkpoint): how to
+    recognise its path and how to check a new fingerprint against it."""
+
+    name: str
+    recognises: Callable[[Path], bool]
+    #: (path, new fingerprint, allow_non_restored_state) -> the engine's verdict
+    check: Callable[[Path, Fingerprint, bool], RestoreCheck]
 
 
 class EngineRules(Protocol):
@@ -86,6 +101,12 @@ class EngineRules(Protocol):
     def added_warning(self, comparison: Comparison) -> str | None:
         """A note for changes that pass but leave something unprotected, or ``None``."""
 
+    def check_restore(
+        self, old: Fingerprint, new: Fingerprint, allow_non_restored_state: bool
+    ) -> RestoreCheck:
+        """Whether ``new`` would start from the state of ``old`` (a snapshot or saved
+        fingerprint), decided as the engine decides at restore."""
+
 
 class _Registry:
     def __init__(self) -> None:
@@ -93,6 +114,7 @@ class _Registry:
         self.formats: dict[str, DataFormat] = {}
         self.engines: dict[str, EngineRules] = {}
         self.hints: list[Callable[[Any], str | None]] = []
+        self.restore_sources: list[RestoreSource] = []
         self.loaded = False
 
     def load(self) -> None:
@@ -109,6 +131,16 @@ _REGISTRY = _Registry()
 
 def register_frontend(frontend: Frontend) -> None:
     _REGISTRY.frontends.append(frontend)
+
+
+def register_restore_source(source: RestoreSource) -> None:
+    _REGISTRY.restore_sources.append(source)
+
+
+def restore_source(path: Path) -> RestoreSource | None:
+    """The registered kind of previous state at ``path``, if any recognises it."""
+    _REGISTRY.load()
+    return next((s for s in _REGISTRY.restore_sources if s.recognises(path)), None)
 
 
 def register_hint(hint: Callable[[Any], str | None]) -> None:

@@ -1,0 +1,51 @@
+"""``check_restore``: would the new version of a job start from the previous one's state?
+
+The previous state is what the engine itself restores from (a Flink savepoint or checkpoint, a
+Spark checkpoint directory) or what a team keeps of it in the repository (a saved fingerprint,
+an ``.opid`` snapshot). Each engine package registers how to read its own kind and decides the
+verdict by its own restore rules; this module only routes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.io.registry import engine_rules, fingerprint, restore_source
+from pytest_opid.result import Fingerprint, RestoreCheck
+
+__all__ = ["check_restore"]
+
+
+def check_restore(
+    previous: Any, program: Any, *, allow_non_restored_state: bool = False
+) -> RestoreCheck:
+    """The engine's verdict on restoring ``program`` from ``previous``.
+
+    ``previous``: a savepoint or checkpoint (directory or ``_metadata`` file), a Spark
+    checkpoint directory, a saved fingerprint or an ``.opid`` snapshot (a path), or a
+    :class:`Fingerprint`. ``program``: anything :func:`pytest_opid.fingerprint` accepts.
+    ``allow_non_restored_state`` mirrors Flink's ``--allowNonRestoredState``.
+    """
+    new = program if isinstance(program, Fingerprint) else fingerprint(program)
+    if isinstance(previous, (str, os.PathLike)):
+        path = Path(previous)
+        if not path.exists():
+            raise DocumentError(f"{path}: no such file or directory")
+        source = restore_source(path)
+        if source is not None:
+            return source.check(path, new, allow_non_restored_state)
+        if path.is_dir():
+            raise DocumentError(
+                f"{path}: a directory, but neither a savepoint/checkpoint (no _metadata) "
+                "nor a streaming checkpoint (no offsets/)"
+            )
+    old = previous if isinstance(previous, Fingerprint) else fingerprint(previous)
+    if old.engine and new.engine and (old.engine, old.mode) != (new.engine, new.mode):
+        raise DocumentError(
+            f"the previous state is a {old.engine} {old.mode} job's, the program a "
+            f"{new.engine} {new.mode} one: they are different jobs"
+        )
+    return engine_rules(new.engine, new).check_restore(old, new, allow_non_restored_state)
