@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from importlib import import_module
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_opid.errors import DocumentError, OpidError
@@ -23,7 +23,7 @@ from pytest_opid.io.json import parse_json, read_json
 from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
 from pytest_opid.result import Fingerprint, RestoreCheck
 
-if TYPE_CHECKING:  # types only: compare.py looks rules up here at run time
+if TYPE_CHECKING:  # types only: comparison.py looks rules up here at run time
     from pytest_opid.comparison import Check, Comparison
 
 __all__ = [
