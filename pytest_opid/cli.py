@@ -2,7 +2,10 @@
 
 ``opid fingerprint FILE`` prints the operator IDs and chains of a topology document, an
 execution plan, a saved fingerprint or an ``.opid`` snapshot (``-`` reads stdin); ``opid diff
-OLD NEW`` compares two of them and exits by the verdict the pytest plugin would give. Bad input
+OLD NEW`` compares two of them and exits by the verdict the pytest plugin would give;
+``opid check-restore PREVIOUS PROGRAM`` asks whether the engine would restore PROGRAM from a
+savepoint, checkpoint or snapshot; ``opid savepoint`` and ``opid checkpoint`` print what a
+Flink savepoint or a Spark checkpoint holds. Bad input
 never shows a traceback: one line ``error: ...`` on stderr naming the file and the place at
 fault, exit status 2 and nothing on stdout, so scripts can rely on the output being complete or
 absent. Output is always valid UTF-8, and a reader that goes away (``| head``) ends it quietly.
@@ -20,9 +23,15 @@ from typing import NoReturn
 from pytest_opid import __version__
 from pytest_opid.comparison import Check, compare
 from pytest_opid.errors import OpidError
+from pytest_opid.flink.savepoint import read_savepoint
+from pytest_opid.flink.savepoint import render_text as render_savepoint
 from pytest_opid.io.registry import data_formats, load_input
 from pytest_opid.render.explain import render
+from pytest_opid.render.restore import render_restore
 from pytest_opid.render.table import render_table
+from pytest_opid.restore import check_restore
+from pytest_opid.spark.checkpoint import read_checkpoint
+from pytest_opid.spark.checkpoint import render_text as render_checkpoint
 
 __all__ = ["main"]
 
@@ -73,6 +82,39 @@ def _parser() -> argparse.ArgumentParser:
         "state restores into the same operators; default), chains, or both",
     )
     _common_options(diff)
+
+    restore = commands.add_parser(
+        "check-restore",
+        help="would PROGRAM start from PREVIOUS's state? (as Flink or Spark decides)",
+        description="Check a new program against previous state: a Flink savepoint or "
+        "checkpoint (directory or _metadata), a Spark checkpoint directory, a saved fingerprint "
+        "or an .opid snapshot. Exit 0 when restorable, 1 when not, 2 on bad input.",
+    )
+    restore.add_argument("previous", metavar="PREVIOUS", help="the previous state (a path)")
+    restore.add_argument("program", metavar="PROGRAM", help="the new program (a file, or -)")
+    restore.add_argument(
+        "--allow-non-restored-state",
+        action="store_true",
+        help="Flink: accept state that maps to no operator (it is dropped)",
+    )
+    restore.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    savepoint = commands.add_parser(
+        "savepoint",
+        help="print the operator states of a Flink savepoint or checkpoint",
+        description="Read a Flink savepoint or checkpoint (its directory or _metadata file).",
+    )
+    savepoint.add_argument("path", metavar="PATH")
+    savepoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    checkpoint = commands.add_parser(
+        "checkpoint",
+        help="print what a Spark streaming checkpoint holds",
+        description="Read a Spark Structured Streaming checkpoint directory: sources, pinned "
+        "confs, stateful operators and their state schemas.",
+    )
+    checkpoint.add_argument("path", metavar="DIR")
+    checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
 
@@ -90,10 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``opid`` with ``argv`` (default: the process's arguments); return the exit status."""
     try:
         args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        if args.command == "fingerprint":
-            code, output = EXIT_OK, fingerprint_command(args)
-        else:
-            code, output = diff_command(args)
+        code, output = _COMMANDS[args.command](args)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except _UsageError as exc:
@@ -104,12 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def fingerprint_command(args: argparse.Namespace) -> str:
+def fingerprint_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid fingerprint``: the table, or the saved form with ``--json``."""
     fingerprint = load_input(args.file, args.format)
     if args.json:
-        return fingerprint.to_json() + "\n"
-    return render_table(fingerprint)
+        return EXIT_OK, fingerprint.to_json() + "\n"
+    return EXIT_OK, render_table(fingerprint)
 
 
 def diff_command(args: argparse.Namespace) -> tuple[int, str]:
@@ -125,6 +164,43 @@ def diff_command(args: argparse.Namespace) -> tuple[int, str]:
         data["stable"] = code == EXIT_OK
         return code, json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     return code, render(comparison, check, accept=None) + "\n"
+
+
+def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid check-restore PREVIOUS PROGRAM``: exit 0 when restorable, 1 when not."""
+    program = load_input(args.program)
+    result = check_restore(
+        args.previous, program, allow_non_restored_state=args.allow_non_restored_state
+    )
+    code = EXIT_OK if result.restorable else EXIT_FAILED
+    if args.json:
+        return code, json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return code, render_restore(result) + "\n"
+
+
+def savepoint_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid savepoint PATH``: the operator states of a Flink savepoint or checkpoint."""
+    savepoint = read_savepoint(args.path)
+    if args.json:
+        return EXIT_OK, json.dumps(savepoint.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return EXIT_OK, render_savepoint(savepoint) + "\n"
+
+
+def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid checkpoint DIR``: what a Spark streaming checkpoint holds."""
+    checkpoint = read_checkpoint(args.path)
+    if args.json:
+        return EXIT_OK, json.dumps(checkpoint.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return EXIT_OK, render_checkpoint(checkpoint) + "\n"
+
+
+_COMMANDS = {
+    "fingerprint": fingerprint_command,
+    "diff": diff_command,
+    "check-restore": check_restore_command,
+    "savepoint": savepoint_command,
+    "checkpoint": checkpoint_command,
+}
 
 
 def _write(output: str) -> None:

@@ -49,6 +49,7 @@ def gc_paused() -> Iterator[None]:
 
 #: Flink's ``setUidHash`` accepts exactly 32 hex digits.
 _UID_HASH = re.compile(r"[0-9A-Fa-f]{32}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Partitioner(enum.Enum):
@@ -324,6 +325,12 @@ def _check_operator(op: Operator) -> None:
         raise TopologyError(f"{where}: unknown source kind {op.source!r}")
     if not isinstance(op.yielding, bool):
         raise TopologyError(f"{where}: yielding must be true or false, got {op.yielding!r}")
+    for attr in ("name", "uid", "slot_sharing_group"):
+        value = getattr(op, attr)
+        if value is not None and _SURROGATE.search(value):
+            raise TopologyError(
+                f"{where}: {attr} holds a lone surrogate (\\uD800-\\uDFFF), which is not text"
+            )
 
 
 def _check_edge(edge: Edge, position: int) -> None:

@@ -1,0 +1,37 @@
+"""The text of a restore check: the verdict, every problem, every warning.
+
+Each problem's message is already in its engine's words (what Flink or Spark will do, and the
+fix); this only lays them out, most important first.
+"""
+
+from __future__ import annotations
+
+from pytest_opid.result import RestoreCheck
+from pytest_opid.text import plural
+
+__all__ = ["render_restore"]
+
+
+def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
+    """The verdict line, then problems and warnings (at most ``limit`` of each, with a count of
+    the rest: the full lists are in ``to_dict()`` / ``--json``)."""
+    if check.restorable:
+        head = "Restorable: the new job starts from the previous state"
+        if check.warnings:
+            head += f", with {plural(len(check.warnings), 'warning')}"
+    else:
+        head = f"Not restorable: {plural(len(check.problems), 'problem')}"
+        if check.warnings:
+            head += f" and {plural(len(check.warnings), 'warning')}"
+    lines = [head + "."]
+    for title, items in (("Problems", check.problems), ("Warnings", check.warnings)):
+        if not items:
+            continue
+        lines += ["", f"{title}:"]
+        for item in items[:limit]:
+            first, *rest = item.message.splitlines() or [""]
+            lines.append(f"  [{item.kind}] {first}")
+            lines += [f"    {line}" for line in rest]
+        if len(items) > limit:
+            lines.append(f"  ... and {len(items) - limit} more (see --json)")
+    return "\n".join(lines)
