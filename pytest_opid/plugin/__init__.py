@@ -2,9 +2,16 @@
 
 A marked test records one or more topologies with ``opid.record(obj, name=None)``. Once the test
 body has passed, every recorded topology is compared with its syrupy snapshot through
-:class:`~pytest_opid.plugin.extension.TopologySnapshotExtension`; if state would be lost (or a chain
-changed, where chains are held stable) the test fails with :func:`pytest_opid.render.explain.render`'s
-explanation. ``pytest --snapshot-update`` writes the snapshots, as for any syrupy snapshot.
+:class:`~pytest_opid.plugin.extension.TopologySnapshotExtension`; if state would be lost (or a
+chain changed, where chains are held stable) the test fails with
+:func:`pytest_opid.render.explain.render`'s explanation. ``pytest --snapshot-update`` writes the
+snapshots, as for any syrupy snapshot.
+
+Nothing is lost: a snapshot is the user's record of production, so only a marked test whose body
+passed may replace its snapshot, and a test that fails (in setup, in its body or in the check)
+keeps it: syrupy would otherwise count it unused and delete it under ``--snapshot-update``
+(:func:`_keep_snapshots`). Two tests whose snapshots resolve to one file are an error naming both
+(:meth:`Recorder._claim`), and the extension writes atomically and refuses links and directories.
 
 pytest imports this module for every session once the package is installed (``pytest11`` entry
 point), so it imports nothing but pytest at module level: the fingerprint core, syrupy's
@@ -14,14 +21,16 @@ extension machinery and the report load only when a test uses the fixture or the
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_opid.compare import Check
+    from pytest_opid.comparison import Check
     from pytest_opid.result import Fingerprint
 
 __all__ = ["MARKER", "OpidSnapshotWarning", "Recorder"]
@@ -29,6 +38,12 @@ __all__ = ["MARKER", "OpidSnapshotWarning", "Recorder"]
 MARKER = "stable_topology"
 _CHECKS = ("ids", "chains", "both")
 _NAME_FORBIDDEN = set('\\/?*:|"<>[]')
+# What must not reach a terminal raw, whatever a message quotes: C0/C1 controls but tab and
+# newline (ANSI escapes, carriage returns), NEL, line/paragraph separators, bidi controls, BOM.
+# Names are quoted (pytest_opid.text.quote) already; this is the last line of defence.
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
 
 
 class OpidSnapshotWarning(UserWarning):
@@ -38,11 +53,15 @@ class OpidSnapshotWarning(UserWarning):
 
 @dataclass
 class _Session:
-    """Per-session state: the resolved options and the ``--opid-report`` blocks."""
+    """Per-session state: the resolved options, the ``--opid-report`` blocks and which test
+    claimed which snapshot file (under pytest-xdist: this process's tests only)."""
 
     default_check: str
     report: bool
     blocks: list[list[str]]  # [nodeid + snapshot name (sort key), rendered block]
+    # resolved snapshot path -> (nodeid, snapshot index) of the recording that claimed it
+    claims: dict[str, tuple[str, int | str]] = field(default_factory=dict)
+    conflicts: list[str] = field(default_factory=list)  # xdist controller: across workers
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -115,18 +134,20 @@ class Recorder:
         self._item = request.node
         self._marker = request.node.get_closest_marker(MARKER)
         self._entries: list[_Entry] = []
+        self._asserted: set[str] = set()  # snapshot locations asserted by the check
         self._unnamed = 0
-        self._snapshot: Any = None
+        self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
             self._check, self._name = _marker_options(self._item)
-            with contextlib.suppress(pytest.FixtureLookupError):  # syrupy not installed
-                self._snapshot = request.getfixturevalue("snapshot")
-            if self._snapshot is None:
+            if getattr(request.config, "_syrupy", None) is None:  # syrupy's plugin sets it
                 pytest.fail(
                     "@pytest.mark.stable_topology needs syrupy for its snapshots: "
                     "pip install 'pytest-opid[pytest]'",
                     pytrace=False,
                 )
+            from syrupy.location import PyTestLocation
+
+            self._location = PyTestLocation(self._item)
 
     @property
     def recorded(self) -> tuple[Fingerprint, ...]:
@@ -164,15 +185,38 @@ class Recorder:
                 "opid.record() call its own name=",
                 pytrace=False,
             )
+        self._claim(key)
         self._entries.append(_Entry(key, fp))
         return fp
 
+    def _claim(self, key: int | str) -> None:
+        """Claim the snapshot file ``key`` resolves to, or fail naming whoever claimed it first.
+
+        syrupy drops characters a file name cannot hold and cuts names at 250 characters, so
+        ``test[job:0]`` and ``test[job0]`` (or two ids equal in their first 250 characters)
+        share one file and would silently overwrite each other under ``--snapshot-update``.
+        The map lives in this process: under pytest-xdist, tests on other workers are checked
+        only at the end, on the controller (:func:`pytest_testnodedown`)."""
+        from pytest_opid.plugin.extension import TopologySnapshotExtension
+
+        location = TopologySnapshotExtension.get_location(test_location=self._location, index=key)
+        mine = (self._item.nodeid, key)
+        claims = self._item.config.stash[_SESSION].claims
+        other = claims.setdefault(_path_key(location), mine)
+        if other != mine:
+            where = _relative(location, self._item.config.rootpath)
+            pytest.fail(_safe(_collision(mine, other, where)), pytrace=False)
+
     def _verify(self) -> list[str]:
         """Assert every recorded topology against its snapshot; the failure messages."""
-        from pytest_opid.compare import compare
+        from pytest_opid.comparison import compare
         from pytest_opid.errors import DocumentError
         from pytest_opid.io.snapshot import loads
-        from pytest_opid.plugin.extension import TopologySnapshotExtension
+        from pytest_opid.plugin.extension import (
+            SnapshotPathError,
+            TopologySnapshotExtension,
+            Unreadable,
+        )
         from pytest_opid.render.explain import render
 
         config = self._item.config
@@ -192,25 +236,32 @@ class Recorder:
                 assertion = named
                 ok = assertion(name=entry.key) == entry.fingerprint
             result = assertion.executions[assertion.num_executions - 1]
+            self._asserted.add(result.snapshot_location)
             where = _relative(result.snapshot_location, config.rootpath)
             title = f"Snapshot {result.snapshot_name} ({where}):"
+            update = "to replace it, run pytest --snapshot-update"
             if ok:
                 if not (result.created or result.updated) and (
                     result.recalled_data != result.asserted_data
                 ):
                     self._warn_unprotected(result, entry.fingerprint, title)
                 continue
-            if result.exception is not None:
+            # A snapshot that cannot be used gets one short line naming the file.
+            if isinstance(result.exception, SnapshotPathError):
+                failures.append(f"{title} {result.exception.problem}")
+            elif result.exception is not None:
                 failures.append(f"{title}\ncould not be compared: {result.exception!r}")
             elif result.recalled_data is None:
                 failures.append(
                     f"{title}\nno snapshot yet; create it with pytest --snapshot-update"
                 )
+            elif isinstance(result.recalled_data, Unreadable):
+                failures.append(f"{title} {result.recalled_data}; {update}")
             else:
                 try:
                     old = loads(str(result.recalled_data), origin=where)
                 except DocumentError as exc:
-                    failures.append(f"{title}\n{exc}; recreate it with pytest --snapshot-update")
+                    failures.append(f"Snapshot {result.snapshot_name}: {exc}; {update}")
                     continue
                 # The recorded fingerprint itself, not its snapshot text parsed back.
                 try:
@@ -221,7 +272,7 @@ class Recorder:
         return failures
 
     def _assertion(self, extension_class: type) -> Any:
-        assertion = self._snapshot.use_extension(extension_class)
+        assertion = _assertion(self._item, extension_class, self._location)
         assertion.extension.check = self._check
         assertion.extension.exact = bool(self._item.config.option.update_snapshots)
         return assertion
@@ -229,7 +280,7 @@ class Recorder:
     def _warn_unprotected(self, result: Any, recorded: Fingerprint, title: str) -> None:
         """The check passed, but the snapshot misses something the engine's rules say is
         unprotected (typically new operators whose IDs nothing holds stable yet)."""
-        from pytest_opid.compare import compare
+        from pytest_opid.comparison import compare
         from pytest_opid.errors import DocumentError
         from pytest_opid.io.snapshot import loads
 
@@ -239,7 +290,7 @@ class Recorder:
             return
         warning = comparison.rules.added_warning(comparison)
         if warning:
-            self._item.warn(OpidSnapshotWarning(f"{title} {warning}"))
+            self._item.warn(OpidSnapshotWarning(_safe(f"{title} {warning}")))
 
     def _report(self) -> None:
         session = self._item.config.stash[_SESSION]
@@ -294,12 +345,107 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     recorder._report()
     failures = recorder._verify()
     if failures:
-        pytest.fail("\n\n".join(failures), pytrace=False)
+        pytest.fail(_safe("\n\n".join(failures)), pytrace=False)
     return result
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    report = yield
+    if (
+        report.failed
+        and report.when in ("setup", "call")
+        and item.get_closest_marker(MARKER) is not None
+    ):
+        _keep_snapshots(item)
+    return report
+
+
+def _keep_snapshots(item: pytest.Item) -> None:
+    """A marked test failed (setup, body or check): tell syrupy its snapshots are in use.
+
+    syrupy deletes, under ``--snapshot-update``, every snapshot of a test that ran without
+    asserting it (``SnapshotReport.unused``: discovered minus used), so a test that failed before
+    its check would lose its baseline. "Used" is whatever an assertion's results name. A
+    ``keep`` assertion (see :class:`~pytest_opid.plugin.extension.TopologySnapshotExtension`)
+    reads, compares and writes nothing, never matches and is created with
+    ``update_snapshots=False``, so its only effect is one failed, used result per snapshot: the
+    summary counts it as failed, the file stays byte for byte, and pytest-xdist carries it to the
+    controller in the worker's report like any result. Which snapshots: every file in the
+    module's snapshot directory whose name this test's location and some index produce (the
+    test may have failed before recording anything), plus what it recorded; minus those the
+    check already asserted.
+    """
+    if getattr(item.config, "_syrupy", None) is None or not isinstance(item, pytest.Function):
+        return
+    from syrupy.location import PyTestLocation
+
+    from pytest_opid.plugin.extension import TopologySnapshotExtension as Extension
+
+    location = PyTestLocation(item)
+    recorder = item.stash.get(_RECORDER, None)
+    indices: list[int | str] = [e.key for e in recorder._entries] if recorder else []
+    base = Extension.get_snapshot_name(test_location=location, index=0)
+    directory = Extension.dirname(test_location=location)
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(directory)):
+            index = _index(name, base)
+            if index is not None:
+                indices.append(index)
+    done = recorder._asserted if recorder else set()
+    keep: dict[str, int | str] = {}
+    for index in indices:
+        path = Extension.get_location(test_location=location, index=index)
+        if path not in done and path not in keep and os.path.lexists(path):
+            keep[path] = index
+    for index in keep.values():
+        assertion = _assertion(item, Extension, location, update=False)
+        assertion.extension.keep = True
+        # Index 0 is a fresh assertion's first; any other is passed as its name.
+        _ = (assertion if index == 0 else assertion(name=index)) == ""
+
+
+def _assertion(item: pytest.Item, extension: type, location: Any, update: bool = True) -> Any:
+    """A syrupy assertion for ``item``, made as syrupy's ``snapshot`` fixture makes one, but
+    with ``extension`` from the start. The fixture's own assertion would register syrupy's
+    default (amber) extension, whose discovery walks all of ``__snapshots__`` and, under
+    ``--snapshot-update``, deletes every file there it does not know, which a test of ours must
+    not cause (say, the contents of a directory found at a snapshot path)."""
+    from syrupy.assertion import SnapshotAssertion
+
+    option = item.config.option
+    extra: dict[str, Any] = {}
+    if hasattr(option, "update_new_snapshots_only"):  # syrupy >= 5
+        extra["update_new_snapshots_only"] = bool(option.update_new_snapshots_only) and update
+    return SnapshotAssertion(
+        session=item.config._syrupy,  # type: ignore[attr-defined]
+        extension_class=extension,
+        test_location=location,
+        update_snapshots=bool(option.update_snapshots) and update,
+        **extra,
+    )
+
+
+def _index(filename: str, base: str) -> int | str | None:
+    """The snapshot index whose file is ``filename`` for a test whose index-0 snapshot name is
+    ``base`` (``test_x``, ``test_x.2``, ``test_x[name]``), or None."""
+    if not filename.endswith(".opid"):
+        return None
+    stem = filename[: -len(".opid")]
+    if stem == base:
+        return 0
+    if not stem.startswith(base):
+        return None
+    rest = stem[len(base) :]
+    if rest[:1] == "." and rest[1:].isascii() and rest[1:].isdigit() and rest[1] != "0":
+        return int(rest[1:])
+    if rest[:1] == "[" and rest.endswith("]") and len(rest) > 2:
+        return rest[1:-1]
+    return None
+
+
 def _marker_options(item: pytest.Item) -> tuple[Check, str | None]:
-    from pytest_opid.compare import Check
+    from pytest_opid.comparison import Check
 
     marker = item.get_closest_marker(MARKER)
     assert marker is not None
@@ -313,12 +459,11 @@ def _marker_options(item: pytest.Item) -> tuple[Check, str | None]:
     check = marker.kwargs.get("check", marker.args[0] if marker.args else None)
     if check is None:
         check = item.config.stash[_SESSION].default_check
+    problem: str | None = None
     try:
         parsed = Check.parse(check)
     except ValueError as exc:
         problem = str(exc)
-    else:
-        problem = None
     if problem is not None:
         pytest.fail(f"@pytest.mark.{MARKER}: {problem}", pytrace=False)
     name = marker.kwargs.get("name")
@@ -346,29 +491,80 @@ def _relative(location: str, root: Path) -> str:
         return location
 
 
+def _path_key(location: str) -> str:
+    """One spelling per snapshot file: the directory resolved (a symlinked ``__snapshots__``),
+    the file name as is (a link at the file itself is refused, not followed)."""
+    directory, name = os.path.split(os.path.abspath(location))
+    return os.path.normcase(os.path.join(os.path.realpath(directory), name))
+
+
+def _collision(mine: tuple[str, int | str], other: tuple[str, int | str], where: str) -> str:
+    if mine[0] == other[0]:
+        who = f"{mine[0]} records two topologies ({other[1]!r} and {mine[1]!r}) that map"
+    else:
+        who = f"{other[0]} and {mine[0]} map"
+    return (
+        f"{who} to one snapshot file, {where}, and would overwrite each other's snapshot: "
+        'syrupy drops \\/?*:|"<> and control characters from snapshot file names and cuts them '
+        "at 250 characters; give them ids (pytest.param(..., id=...)) or name= values that "
+        "stay distinct"
+    )
+
+
+def _safe(text: str) -> str:
+    """``text`` with every character that could forge or hide a line escaped (``\\uXXXX``)."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 # -- the report ---------------------------------------------------------------------------------
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     state = config.stash.get(_SESSION, None)
+    if state is None:
+        return
     workeroutput = getattr(config, "workeroutput", None)
-    if state is not None and state.report and workeroutput is not None:
-        workeroutput["opid_report"] = state.blocks  # pytest-xdist: hand over to the controller
+    if workeroutput is not None:  # pytest-xdist: hand over to the controller
+        if state.report:
+            workeroutput["opid_report"] = state.blocks
+        workeroutput["opid_claims"] = [[p, n, k] for p, (n, k) in state.claims.items()]
+    elif state.conflicts and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist controller: collect the report blocks of a finished worker."""
+    """pytest-xdist controller: collect the report blocks of a finished worker, and check its
+    snapshot claims against the other workers' (each worker only sees its own tests, so two
+    tests sharing a file on different workers are found here, after both may have written)."""
     state = node.config.stash.get(_SESSION, None)
     output = getattr(node, "workeroutput", None) or {}
-    if state is not None and state.report:
+    if state is None:
+        return
+    if state.report:
         state.blocks.extend(output.get("opid_report", ()))
+    for path, nodeid, key in output.get("opid_claims", ()):
+        mine = (nodeid, key)
+        other = state.claims.setdefault(path, mine)
+        if other != mine:
+            where = _relative(path, node.config.rootpath)
+            state.conflicts.append(
+                f"{_collision(mine, other, where)} (they ran on different pytest-xdist "
+                "workers, so this shows only now: under --snapshot-update the file holds "
+                "whichever wrote last)"
+            )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(_SESSION, None)
-    if state is None or not state.report or hasattr(config, "workerinput"):
+    if state is None or hasattr(config, "workerinput"):
+        return
+    if state.conflicts:
+        terminalreporter.write_sep("=", "pytest-opid: tests sharing a snapshot file", red=True)
+        for line in state.conflicts:
+            terminalreporter.write_line(_safe(line))
+    if not state.report:
         return
     from pytest_opid.render.report import render_report
 
