@@ -11,6 +11,7 @@ does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -292,6 +293,32 @@ class _Reader:
         return Fingerprint(operators, vertices, states, engine, mode, sources)
 
     def _operator(self, o: Any, i: int, vertex_of: Mapping[str, str]) -> OperatorFingerprint:
+        # The common case in one pass of cheap checks; anything unusual takes the slow path,
+        # which names the field at fault.
+        if type(o) is dict and o.keys() <= _OPERATOR_KEYS:
+            node, name, oid = o.get("node"), o.get("name"), o.get("operator_id")
+            user, uid = o.get("user_operator_id"), o.get("uid")
+            par, max_par = o.get("parallelism", -1), o.get("max_parallelism", -1)
+            stateful = o.get("stateful")
+            if (
+                _is_int32(node)
+                and type(name) is str
+                and type(oid) is str
+                and _HEX_ID.fullmatch(oid)
+                and (user is None or (type(user) is str and _HEX_ID.fullmatch(user)))
+                and (uid is None or type(uid) is str)
+                and _is_int32(par)
+                and _is_int32(max_par)
+                and (stateful is None or type(stateful) is bool)
+            ):
+                return OperatorFingerprint(
+                    node, name, oid, user, uid, par, vertex_of.get(oid), max_par, stateful
+                )
+        return self._checked_operator(o, i, vertex_of)
+
+    def _checked_operator(
+        self, o: Any, i: int, vertex_of: Mapping[str, str]
+    ) -> OperatorFingerprint:
         where = f"operators[{i}]"
         obj = self._object(o, where)
         self._known(obj, set(OperatorFingerprint._fields) - {"job_vertex"}, where)
@@ -322,6 +349,15 @@ class _Reader:
         self._hex(obj, "id", where)
         members = []
         for k, o in enumerate(self._list(obj, "operators", where)):
+            if type(o) is dict and len(o) == 2:  # the common case, checked cheaply
+                generated, user = o.get("generated", 0), o.get("user_defined", 0)
+                if (
+                    type(generated) is str
+                    and _HEX_ID.fullmatch(generated)
+                    and (user is None or (type(user) is str and _HEX_ID.fullmatch(user)))
+                ):
+                    members.append(ChainedOperator(generated, user))
+                    continue
             at = f"{where}.operators[{k}]"
             entry = self._object(o, at)
             self._known(entry, {"generated", "user_defined"}, at)
@@ -334,7 +370,7 @@ class _Reader:
         nodes: list[int] = []
         if "nodes" in obj:
             for k, n in enumerate(self._list(obj, "nodes", where)):
-                if type(n) is not int:
+                if not _is_int32(n):
                     raise DocumentError(
                         f"{where}.nodes[{k}]: expected an integer, got {describe_json(n)}"
                     )
@@ -426,6 +462,14 @@ class _Reader:
                 return None
             raise DocumentError(f"{_at(where)}missing key {key!r}")
         return check_hex_id(obj[key], f"{where}.{key}" if where else key)
+
+
+_OPERATOR_KEYS = frozenset(OperatorFingerprint._fields) - {"job_vertex"}
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _is_int32(value: Any) -> bool:
+    return type(value) is int and -(2**31) <= value < 2**31
 
 
 def _at(where: str) -> str:

@@ -149,7 +149,7 @@ def test_diff_is_wired_to_the_diff_module(capsys, monkeypatch, uid_job):
         seen.update(old=args.old, new=args.new, format=args.format, json=args.json)
         return 1, ""
 
-    monkeypatch.setattr(pytest_opid.cli, "diff_command", fake_cli_diff)
+    monkeypatch.setitem(pytest_opid.cli._COMMANDS, "diff", fake_cli_diff)
     assert main(["diff", "a.json", "b.json", "--format", "plan", "--json"]) == 1
     assert seen == {"old": "a.json", "new": "b.json", "format": "plan", "json": True}
 
