@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_opid.cli import main as opid  # noqa: E402
-from pytest_opid.flink.builder import source  # noqa: E402
+from pytest_opid.cli import main as opid
+from pytest_opid.flink.builder import source
 
 NAMES = ("Map", "Filter", "Project")
 

@@ -30,7 +30,7 @@ from pytest_opid.io.registry import (
 from pytest_opid.model import Topology
 from pytest_opid.result import Fingerprint
 
-__all__ = ["compute"]
+__all__ = ["compute", "register"]
 
 
 def _is_topology(obj: Any) -> bool:
@@ -50,28 +50,33 @@ def _is_plan(data: Mapping[str, Any]) -> bool:
     return False
 
 
-register_frontend(
-    Frontend(
-        "flink-topology",
-        _is_topology,
-        _topology_fingerprint,
-        "a Topology or a builder stream (anything with to_topology())",
+def register() -> None:
+    """Register this engine's frontends, data formats and rules (the entry point of the
+    ``pytest_opid.engines`` group)."""
+    register_frontend(
+        Frontend(
+            "flink-topology",
+            _is_topology,
+            _topology_fingerprint,
+            "a Topology or a builder stream (anything with to_topology())",
+        )
     )
-)
-register_format(
-    DataFormat(
-        "document",
-        lambda data: "edges" in data,
-        lambda data, chaining: compute(topology_from_document(data), chaining or flink_chaining),
-        "a topology document",
+    register_format(
+        DataFormat(
+            "document",
+            lambda data: "edges" in data,
+            lambda data, chaining: compute(
+                topology_from_document(data), chaining or flink_chaining
+            ),
+            "a topology document",
+        )
     )
-)
-register_format(
-    DataFormat(
-        "plan",
-        _is_plan,
-        lambda data, chaining: compute(topology_from_plan(data), chaining or flink_chaining),
-        "a Flink execution plan",
+    register_format(
+        DataFormat(
+            "plan",
+            _is_plan,
+            lambda data, chaining: compute(topology_from_plan(data), chaining or flink_chaining),
+            "a Flink execution plan",
+        )
     )
-)
-register_engine(FlinkRules())
+    register_engine(FlinkRules())

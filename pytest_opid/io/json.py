@@ -23,7 +23,7 @@ __all__ = ["check_hex_id", "describe_json", "parse_json", "read_json", "short"]
 #: Longest integer literal we read: 64-bit integers have at most 20 characters.
 _MAX_INT_CHARS = 20
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
-_LONG_DIGITS = re.compile(r"[0-9]{%d}" % (_MAX_INT_CHARS,))
+_LONG_DIGITS = re.compile(f"[0-9]{{{_MAX_INT_CHARS}}}")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

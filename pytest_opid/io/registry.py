@@ -1,10 +1,11 @@
 """Where engines plug in: frontends, data formats and restore rules, found by entry point.
 
-An engine package registers, when it is imported, the Python objects it can fingerprint
+An engine package's ``register()`` registers the Python objects it can fingerprint
 (:class:`Frontend`), the JSON inputs it reads (:class:`DataFormat`) and the rules that decide
 what a change means for it (:class:`EngineRules`). Nothing here names an engine: engines are
 discovered through the ``pytest_opid.engines`` entry-point group, the first time something is
-looked up, so a third-party package can add one the same way the built-in ones are added.
+looked up, so a third-party package can add one the same way the built-in ones are added:
+``[project.entry-points."pytest_opid.engines"] myengine = "my_package:register"``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import import_module
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -118,12 +118,13 @@ class _Registry:
         self.loaded = False
 
     def load(self) -> None:
-        """Import every engine package named in the entry-point group, once."""
+        """Call every engine's ``register()`` named in the entry-point group, once per
+        registry (a test harness that re-imports this module gets a fresh, complete one)."""
         if self.loaded:
             return
         self.loaded = True
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            import_module(ep.value.partition(":")[0])
+            ep.load()()
 
 
 _REGISTRY = _Registry()

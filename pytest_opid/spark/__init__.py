@@ -17,7 +17,7 @@ from pytest_opid.spark.jvm import read_plan
 from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
 from pytest_opid.spark.rules import SparkRules
 
-__all__ = ["fingerprint", "plan_graph"]
+__all__ = ["fingerprint", "plan_graph", "register"]
 
 
 def fingerprint(obj: Any) -> Fingerprint:
@@ -41,13 +41,16 @@ def _pandas_hint(obj: Any) -> str | None:
     return None
 
 
-register_frontend(
-    Frontend(
-        "pyspark",
-        lambda obj: _top_module(obj) == "pyspark",
-        lambda obj, chaining: fingerprint(obj),
-        "a PySpark DataFrame (batch or streaming) or StreamingQuery",
+def register() -> None:
+    """Register this engine's frontends, data formats and rules (the entry point of the
+    ``pytest_opid.engines`` group)."""
+    register_frontend(
+        Frontend(
+            "pyspark",
+            lambda obj: _top_module(obj) == "pyspark",
+            lambda obj, chaining: fingerprint(obj),
+            "a PySpark DataFrame (batch or streaming) or StreamingQuery",
+        )
     )
-)
-register_hint(_pandas_hint)
-register_engine(SparkRules())
+    register_hint(_pandas_hint)
+    register_engine(SparkRules())
