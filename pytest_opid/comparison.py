@@ -31,6 +31,12 @@ class Check(enum.Enum):
     BOTH = "both"
 
     @classmethod
+    def default_for(cls, fp: Fingerprint) -> Check:
+        """What a job holds stable when nobody says: a streaming job its state (chains on
+        request), a batch job, which keeps no state between runs, its chains."""
+        return cls.IDS if fp.mode == "streaming" else cls.CHAINS
+
+    @classmethod
     def parse(cls, value: Any) -> Check:
         if isinstance(value, Check):
             return value

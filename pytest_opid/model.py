@@ -1,10 +1,12 @@
 """The topology model: operators, edges and the graph-wide switches that decide identities.
 
 A :class:`Topology` is the engine-neutral picture of a job (a stream graph) that every frontend
-produces and every engine package hashes and chains. It holds exactly the attributes that decide
-an operator's ID or chain, nothing more, so two topologies that compare equal get the same
-fingerprint. The enum vocabularies are the stream graph's own (partitioners, chaining
-strategies, exchange modes); their docstrings name the engine class each one mirrors.
+produces and every engine package hashes and chains. It holds the attributes that decide an
+operator's ID or chain, so two topologies that compare equal get the same fingerprint, plus two
+facts the engine's scheduler and restore check read (whether an operator's parallelism was
+configured, whether it keeps state) and the job's runtime mode. The enum vocabularies are the
+stream graph's own (partitioners, chaining strategies, exchange modes); their docstrings name the
+engine class each one mirrors.
 
 Order is part of the model: a node's inputs are its incoming edges in list order and its outputs
 its outgoing edges in list order, because Flink's breadth-first walk and its input folding both
@@ -29,6 +31,7 @@ __all__ = [
     "ExchangeMode",
     "Operator",
     "Partitioner",
+    "RuntimeMode",
     "SourceKind",
     "Topology",
 ]
@@ -84,6 +87,15 @@ class ExchangeMode(enum.Enum):
     HYBRID_SELECTIVE = "HYBRID_SELECTIVE"
 
 
+class RuntimeMode(enum.Enum):
+    """Flink's ``execution.runtime-mode`` of the job. In ``BATCH`` mode the adaptive batch
+    scheduler decides the parallelism of job vertices whose parallelism the program did not
+    configure; IDs and chains do not depend on it."""
+
+    STREAMING = "STREAMING"
+    BATCH = "BATCH"
+
+
 class SourceKind(enum.Enum):
     """Which kind of source an operator is, where Flink's chaining rules care."""
 
@@ -98,6 +110,11 @@ class Operator:
     ``chaining_strategy`` is ``None`` for a node without an operator factory, which Flink never
     chains. ``uid`` pins the OperatorID (``uid()``); ``uid_hash`` is the user-defined ID given
     to ``setUidHash()``, which Flink uses to restore state saved under that ID.
+
+    Two attributes decide no ID or chain: ``parallelism_configured`` says whether the program
+    called ``setParallelism()`` on the operator (Flink's ``StreamNode#isParallelismConfigured``;
+    it matters to job vertex parallelism in ``BATCH`` mode), and ``stateful`` whether the
+    operator keeps state (``None``: unknown, which restore checks count as stateful).
     """
 
     id: int
@@ -110,6 +127,8 @@ class Operator:
     uid_hash: str | None = None
     source: SourceKind | None = None
     yielding: bool = False
+    parallelism_configured: bool = False
+    stateful: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +159,7 @@ class Topology:
     edges: tuple[Edge, ...]
     chaining_enabled: bool = True
     chain_different_max_parallelism: bool = True
+    runtime_mode: RuntimeMode = RuntimeMode.STREAMING
     _index: dict[int, int] = field(init=False, repr=False, compare=False)
 
     def __init__(
@@ -148,16 +168,22 @@ class Topology:
         edges: Iterable[Edge],
         chaining_enabled: bool = True,
         chain_different_max_parallelism: bool = True,
+        runtime_mode: RuntimeMode = RuntimeMode.STREAMING,
     ) -> None:
         object.__setattr__(self, "operators", tuple(operators))
         object.__setattr__(self, "edges", tuple(edges))
         object.__setattr__(self, "chaining_enabled", chaining_enabled)
         object.__setattr__(self, "chain_different_max_parallelism", chain_different_max_parallelism)
+        object.__setattr__(self, "runtime_mode", runtime_mode)
         object.__setattr__(self, "_index", {})
         with gc_paused():
             self._validate()
 
     # -- structure -------------------------------------------------------------------------
+
+    def to_topology(self) -> Topology:
+        """The topology itself: everything with ``to_topology()`` can be fingerprinted."""
+        return self
 
     def index_of(self, node_id: int) -> int:
         """Position of the operator with ``node_id`` in :attr:`operators`."""
@@ -221,6 +247,11 @@ class Topology:
         for flag in ("chaining_enabled", "chain_different_max_parallelism"):
             if not isinstance(getattr(self, flag), bool):
                 raise TopologyError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+        if not isinstance(self.runtime_mode, RuntimeMode):
+            raise TopologyError(
+                f"runtime_mode must be RuntimeMode.STREAMING or RuntimeMode.BATCH, "
+                f"got {self.runtime_mode!r}"
+            )
         index = self._index
         uids: dict[str, int] = {}
         for position, op in enumerate(self.operators):
@@ -325,6 +356,15 @@ def _check_operator(op: Operator) -> None:
         raise TopologyError(f"{where}: unknown source kind {op.source!r}")
     if not isinstance(op.yielding, bool):
         raise TopologyError(f"{where}: yielding must be true or false, got {op.yielding!r}")
+    if not isinstance(op.parallelism_configured, bool):
+        raise TopologyError(
+            f"{where}: parallelism_configured must be true or false, "
+            f"got {op.parallelism_configured!r}"
+        )
+    if op.stateful is not None and not isinstance(op.stateful, bool):
+        raise TopologyError(
+            f"{where}: stateful must be true, false or None (unknown), got {op.stateful!r}"
+        )
     for attr in ("name", "uid", "slot_sharing_group"):
         value = getattr(op, attr)
         if value is not None and _SURROGATE.search(value):

@@ -37,3 +37,31 @@ def _register_hypothesis_profiles() -> None:
 
 
 _register_hypothesis_profiles()
+
+
+def _import_the_whole_package() -> None:
+    """Import every module of pytest_opid once, in the outer test process.
+
+    pytester's in-process runs restore ``sys.modules`` afterwards, dropping modules first
+    imported inside them. The package loads lazily, so without this a later run would import
+    fresh copies of some modules (new enum classes) next to kept copies of others, and
+    identity checks such as ``partitioner is Partitioner.FORWARD`` would quietly fail. A user's
+    process imports each module once; only test harnesses that purge modules need this.
+    """
+    import importlib
+    import pkgutil
+
+    import pytest_opid
+    from pytest_opid.io.registry import data_formats
+
+    for info in pkgutil.walk_packages(pytest_opid.__path__, prefix="pytest_opid."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError:  # an optional dependency (syrupy, hypothesis) is missing
+            continue
+    data_formats()  # loads the engines into the registry
+
+
+_import_the_whole_package()

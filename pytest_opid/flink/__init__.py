@@ -34,11 +34,13 @@ __all__ = ["compute", "register"]
 
 
 def _is_topology(obj: Any) -> bool:
-    return isinstance(obj, Topology) or callable(getattr(type(obj), "to_topology", None))
+    # Duck-typed (a Topology has to_topology() too), so that a Topology class imported anew
+    # (pytester re-imports modules between in-process runs) is still recognised.
+    return callable(getattr(type(obj), "to_topology", None))
 
 
 def _topology_fingerprint(obj: Any, chaining: Any) -> Fingerprint:
-    topology = obj if isinstance(obj, Topology) else obj.to_topology()
+    topology: Topology = obj.to_topology()
     return compute(topology, chaining or flink_chaining)
 
 

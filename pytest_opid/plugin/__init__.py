@@ -31,12 +31,13 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_opid.comparison import Check
-    from pytest_opid.result import Fingerprint
+    from pytest_opid.result import Fingerprint, RestoreCheck
 
-__all__ = ["MARKER", "OpidSnapshotWarning", "Recorder"]
+__all__ = ["MARKER", "OpidRestoreWarning", "OpidSnapshotWarning", "Recorder"]
 
 MARKER = "stable_topology"
-_CHECKS = ("ids", "chains", "both")
+_CHECKS = ("default", "ids", "chains", "both")
+_MARKER_ARGUMENTS = {"check", "name", "previous", "allow_non_restored_state"}
 _NAME_FORBIDDEN = set('\\/?*:|"<>[]')
 # What must not reach a terminal raw, whatever a message quotes: C0/C1 controls but tab and
 # newline (ANSI escapes, carriage returns), NEL, line/paragraph separators, bidi controls, BOM.
@@ -44,6 +45,11 @@ _NAME_FORBIDDEN = set('\\/?*:|"<>[]')
 _UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
 )
+
+
+class OpidRestoreWarning(UserWarning):
+    """The engine would restore, but something is off: state handed to another operator, a
+    setting the checkpoint pins that the new job changes, ..."""
 
 
 class OpidSnapshotWarning(UserWarning):
@@ -72,9 +78,7 @@ _RECORDER = pytest.StashKey["Recorder"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup(
-        "opid", "opid: stable Flink OperatorIDs and operator chains (pytest-opid)"
-    )
+    group = parser.getgroup("opid", "opid: stable operator IDs, chains and state (pytest-opid)")
     group.addoption(
         "--opid-report",
         action="store_true",
@@ -89,12 +93,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         dest="opid_check",
         help="what @pytest.mark.stable_topology holds stable when the marker does not say: "
-        "ids, chains or both (ini: opid_check; default: both)",
+        "default (a streaming job its state, a batch job its chains), ids, chains or both "
+        "(ini: opid_check)",
     )
     parser.addini(
         "opid_check",
-        "default check of @pytest.mark.stable_topology: ids, chains or both",
-        default="both",
+        "default check of @pytest.mark.stable_topology: default, ids, chains or both",
+        default="default",
     )
     parser.addini(
         "opid_report", "print the --opid-report table by default", type="bool", default=False
@@ -104,12 +109,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(check='both', name=None): compare the topologies this test records with "
+        f"{MARKER}(check=None, name=None): compare the topologies this test records with "
         "opid.record() against its syrupy snapshot and fail when Flink would not restore "
         "their state (check='ids'), when an operator chain splits or merges (check='chains'), "
-        "or either (check='both'); name= names the snapshot. Update: pytest --snapshot-update",
+        "or either (check='both'); by default a streaming job's state, a batch job's chains; "
+        "name= names the snapshot. Update: pytest --snapshot-update",
     )
-    check = config.getoption("opid_check") or config.getini("opid_check") or "both"
+    check = config.getoption("opid_check") or config.getini("opid_check") or "default"
     if check not in _CHECKS:
         raise pytest.UsageError(f"opid_check must be one of {', '.join(_CHECKS)}, got {check!r}")
     report = config.getoption("opid_report")
@@ -207,9 +213,57 @@ class Recorder:
             where = _relative(location, self._item.config.rootpath)
             pytest.fail(_safe(_collision(mine, other, where)), pytrace=False)
 
+    def check_restore(
+        self, program: Any, *, previous: Any, allow_non_restored_state: bool = False
+    ) -> RestoreCheck:
+        """Assert that ``program`` would start from ``previous``, as its engine decides at
+        restore: a Flink savepoint or checkpoint (directory or ``_metadata``), a Spark
+        checkpoint directory, a saved fingerprint or an ``.opid`` snapshot. A relative path is
+        taken from the test file's folder. Fails the test with the engine's explanation when
+        not restorable; warnings become :class:`OpidRestoreWarning`. Needs no marker."""
+        from pytest_opid.render.restore import render_restore
+        from pytest_opid.restore import check_restore
+
+        path = _beside_test(self._item, previous)
+        result = check_restore(path, program, allow_non_restored_state=allow_non_restored_state)
+        where = _relative(str(path), self._item.config.rootpath)
+        if not result.restorable:
+            pytest.fail(_safe(f"Restore from {where}:\n{render_restore(result)}"), pytrace=False)
+        for warning in result.warnings:
+            self._item.warn(OpidRestoreWarning(_safe(f"Restore from {where}: {warning.message}")))
+        return result
+
+    def _verify_restore(self) -> list[str]:
+        """The marker's ``previous=``: every recorded topology must restore from it."""
+        marker = self._marker
+        previous = marker.kwargs.get("previous") if marker is not None else None
+        if previous is None:
+            return []
+        from pytest_opid.errors import OpidError
+        from pytest_opid.render.restore import render_restore
+        from pytest_opid.restore import check_restore
+
+        path = _beside_test(self._item, previous)
+        where = _relative(str(path), self._item.config.rootpath)
+        allow = bool(marker.kwargs.get("allow_non_restored_state", False))  # type: ignore[union-attr]
+        failures = []
+        for entry in self._entries:
+            try:
+                result = check_restore(path, entry.fingerprint, allow_non_restored_state=allow)
+            except OpidError as exc:
+                failures.append(f"Restore from {where}: {exc}")
+                continue
+            if not result.restorable:
+                failures.append(f"Restore from {where}:\n{render_restore(result)}")
+            for warning in result.warnings:
+                self._item.warn(
+                    OpidRestoreWarning(_safe(f"Restore from {where}: {warning.message}"))
+                )
+        return failures
+
     def _verify(self) -> list[str]:
         """Assert every recorded topology against its snapshot; the failure messages."""
-        from pytest_opid.comparison import compare
+        from pytest_opid.comparison import Check, compare
         from pytest_opid.errors import DocumentError
         from pytest_opid.io.snapshot import loads
         from pytest_opid.plugin.extension import (
@@ -265,7 +319,8 @@ class Recorder:
                     continue
                 # The recorded fingerprint itself, not its snapshot text parsed back.
                 try:
-                    text = render(compare(old, entry.fingerprint), self._check)
+                    check = self._check or Check.default_for(entry.fingerprint)
+                    text = render(compare(old, entry.fingerprint), check)
                 except DocumentError as exc:
                     text = f"{exc}; recreate it with pytest --snapshot-update"
                 failures.append(f"{title}\n{text}")
@@ -343,7 +398,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             pytrace=False,
         )
     recorder._report()
-    failures = recorder._verify()
+    failures = recorder._verify() + recorder._verify_restore()
     if failures:
         pytest.fail(_safe("\n\n".join(failures)), pytrace=False)
     return result
@@ -444,24 +499,29 @@ def _index(filename: str, base: str) -> int | str | None:
     return None
 
 
-def _marker_options(item: pytest.Item) -> tuple[Check, str | None]:
+def _marker_options(item: pytest.Item) -> tuple[Check | None, str | None]:
     from pytest_opid.comparison import Check
 
     marker = item.get_closest_marker(MARKER)
     assert marker is not None
-    unknown = sorted(set(marker.kwargs) - {"check", "name"})
+    unknown = sorted(set(marker.kwargs) - _MARKER_ARGUMENTS)
     if unknown or len(marker.args) > 1:
         what = f"unknown argument {unknown[0]!r}" if unknown else "too many positional arguments"
         pytest.fail(
-            f"@pytest.mark.{MARKER}: {what}; it takes check='ids'|'chains'|'both' and name='...'",
+            f"@pytest.mark.{MARKER}: {what}; it takes check='ids'|'chains'|'both', name='...', "
+            "previous='<savepoint, checkpoint or snapshot>' and allow_non_restored_state=True",
             pytrace=False,
         )
+    previous = marker.kwargs.get("previous")
+    if previous is not None and not isinstance(previous, (str, Path)):
+        pytest.fail(f"@pytest.mark.{MARKER}: previous= takes a path", pytrace=False)
     check = marker.kwargs.get("check", marker.args[0] if marker.args else None)
     if check is None:
         check = item.config.stash[_SESSION].default_check
     problem: str | None = None
     try:
-        parsed = Check.parse(check)
+        # "default": each recorded job's own, Check.default_for(fingerprint)
+        parsed = None if check in (None, "", "default") else Check.parse(check)
     except ValueError as exc:
         problem = str(exc)
     if problem is not None:
@@ -482,6 +542,12 @@ def _check_name(name: Any) -> None:
             "snapshot file name",
             pytrace=False,
         )
+
+
+def _beside_test(item: pytest.Item, path: Any) -> Path:
+    """A path as the test wrote it: relative ones from the test file's folder."""
+    path = Path(path)
+    return path if path.is_absolute() else Path(item.path).parent / path
 
 
 def _relative(location: str, root: Path) -> str:

@@ -71,7 +71,8 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
 
     file_extension = "opid"
     _write_mode = WriteMode.TEXT
-    check: Check = Check.BOTH
+    #: what is held stable; ``None``: the job's own default (:meth:`Check.default_for`)
+    check: Check | None = None
     exact: bool = False
     keep: bool = False
 
@@ -90,8 +91,9 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
         if self.exact:
             return False
         try:
-            return not compare(loads(str(snapshot_data)), loads(str(serialized_data))).breaks(
-                self.check
+            new = loads(str(serialized_data))
+            return not compare(loads(str(snapshot_data)), new).breaks(
+                self.check or Check.default_for(new)
             )
         except DocumentError:
             return False  # an unreadable snapshot never matches; the plugin explains why
@@ -106,7 +108,9 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
         except DocumentError as exc:
             yield f"{exc}; {_RUN_UPDATE}"
             return
-        yield from render(compare(old, loads(str(serialized_data))), self.check).splitlines()
+        new = loads(str(serialized_data))
+        check = self.check or Check.default_for(new)
+        yield from render(compare(old, new), check).splitlines()
 
     # -- files --------------------------------------------------------------------------------
 

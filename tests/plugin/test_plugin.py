@@ -320,17 +320,17 @@ def test_options_and_marker_are_registered(pytester: pytest.Pytester):
     result = run(pytester, "--help")
     result.stdout.fnmatch_lines(
         [
-            "opid: stable Flink OperatorIDs and operator chains (pytest-opid):",
+            "opid: stable operator IDs, chains and state (pytest-opid):",
             "  --opid-report*",
-            "  --opid-check={ids,chains,both}*",
+            "  --opid-check={default,ids,chains,both}*",
         ]
     )
     result.stdout.fnmatch_lines(["  opid_check (string):*", "  opid_report (bool):*"])
     result = run(pytester, "--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.stable_topology(check='both', name=None): *"])
+    result.stdout.fnmatch_lines(["@pytest.mark.stable_topology(check=None, name=None): *"])
     pytester.makeini("[pytest]\nopid_check = sometimes\n")
     result = run(pytester)
-    result.stderr.fnmatch_lines(["*opid_check must be one of ids, chains, both, got 'sometimes'*"])
+    result.stderr.fnmatch_lines(["*opid_check must be one of default, ids, chains, both, got 'sometimes'*"])
 
 
 def test_xdist(project: pytest.Pytester):
@@ -385,7 +385,7 @@ def test_syrupy_extension_directly_and_the_default_check(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(
         [
             "E       assert [[]+ received[]] == [[]- snapshot[]]",
-            "E         Topology not stable [[]check=both[]]: 3 operators would lose their state.",
+            "E         Topology not stable [[]check=ids[]]: 3 operators would lose their state.",
         ]
     )
     # The filter joins the source's chain: no chain split or merged, so check=chains passes.
