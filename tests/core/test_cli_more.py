@@ -1,0 +1,131 @@
+"""The ``opid`` command's readers and its behaviour at the edges: paths are paths, engines do
+not mix, a closed pipe ends quietly, errors are one line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import pytest_opid
+from pytest_opid.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def savepoint(tmp_path_factory) -> tuple[Path, dict]:
+    with gzip.open(DATA / "flink-restore" / "cases.jsonl.gz", "rt", encoding="utf-8") as f:
+        case = json.loads(f.readline())
+    target = tmp_path_factory.mktemp("savepoint")
+    with tarfile.open(DATA / "flink-restore" / case["savepoint"]) as archive:
+        archive.extractall(target, filter="data")
+    return target / case["savepoint_root"], case
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> tuple[Path, dict]:
+    with gzip.open(DATA / "spark-restart" / "cases.jsonl.gz", "rt", encoding="utf-8") as f:
+        case = json.loads(f.readline())
+    target = tmp_path_factory.mktemp("checkpoint")
+    with tarfile.open(DATA / "spark-restart" / case["checkpoint"]) as archive:
+        archive.extractall(target, filter="data")
+    return target / "checkpoint", case
+
+
+def test_opid_savepoint_lists_what_flinks_loader_lists(capsys, savepoint):
+    path, case = savepoint
+    code, out, err = run(capsys, "savepoint", "--json", str(path))
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    assert data["checkpoint_id"] == case["case"]["checkpoint_id"]
+    assert [o["operator_id"] for o in data["operators"]] == [
+        m["operator_id"] for m in case["metadata"]
+    ]
+    assert [o["has_state"] for o in data["operators"]] == [m["has_state"] for m in case["metadata"]]
+    code, out, _ = run(capsys, "savepoint", str(path / "_metadata"))
+    assert code == 0 and out.startswith("Flink _metadata version ")
+
+
+def test_opid_checkpoint_prints_the_state_operators(capsys, checkpoint):
+    path, case = checkpoint
+    code, out, err = run(capsys, "checkpoint", "--json", str(path))
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    names = {(s["operatorId"], s["operatorName"]) for s in case["state_metadata"]}
+    assert {(s["operator_id"], s["operator_name"]) for s in data["state_operators"]} == names
+    code, out, _ = run(capsys, "checkpoint", str(path))
+    assert code == 0 and out.strip()
+
+
+@pytest.mark.parametrize("command", ["savepoint", "checkpoint"])
+def test_readers_name_the_missing_or_wrong_path(capsys, tmp_path, command):
+    code, out, err = run(capsys, command, str(tmp_path / "nope"))
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1
+    assert "nope" in err
+    (tmp_path / "junk").write_bytes(b"\x00\x01garbage")
+    code, out, err = run(capsys, command, str(tmp_path / "junk"))
+    assert code == 2 and out == "" and err.count("\n") == 1
+
+
+def test_a_path_is_a_path_even_if_it_looks_like_json(capsys, tmp_path, monkeypatch):
+    doc = {"nodes": [{"id": 1, "name": "Source: Kafka"}], "edges": []}
+    monkeypatch.chdir(tmp_path)
+    Path("{old}.json").write_text(json.dumps(doc))
+    code, out, err = run(capsys, "diff", "{old}.json", "{old}.json")
+    assert (code, err) == (0, "")
+    code, out, err = run(capsys, "fingerprint", '{"nodes": []}')
+    assert code == 2 and "no such file" in err
+
+
+def test_two_engines_do_not_compare(capsys, tmp_path):
+    flink = tmp_path / "flink.json"
+    flink.write_text(
+        pytest_opid.fingerprint({"nodes": [{"id": 1, "name": "S"}], "edges": []}).to_json()
+    )
+    spark = json.loads(flink.read_text())
+    spark["engine"], spark["mode"] = "spark", "batch"
+    (tmp_path / "spark.json").write_text(json.dumps(spark))
+    code, out, err = run(capsys, "diff", str(flink), str(tmp_path / "spark.json"))
+    assert code == 2 and out == ""
+    assert "cannot compare a flink streaming fingerprint with a spark batch one" in err
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    script = tmp_path / "make.py"
+    script.write_text(
+        "import sys\n"
+        "import pytest_opid\n"
+        "from pytest_opid.flink.builder import source\n"
+        "stream = source('Kafka')\n"
+        "for _ in range(3000):\n"
+        "    stream = stream.map('M')\n"
+        "sys.stdout.write(pytest_opid.fingerprint(stream.sink('Out')).to_json())\n"
+    )
+    saved = tmp_path / "big.json"
+    saved.write_text(
+        subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    done = subprocess.run(
+        f"{sys.executable} -m pytest_opid fingerprint {saved} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert done.stdout.startswith("3002 operators in ")
+    assert done.stderr == ""  # no "Broken pipe", no traceback
