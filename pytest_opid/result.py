@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import DocumentError
@@ -109,6 +109,11 @@ class Fingerprint:
     mode: str = "streaming"
     #: what the job reads, by position, where the engine checks it (as the engine names them)
     sources: tuple[str, ...] | None = None
+    #: the dataflow: ``(source node, target node, label)`` per edge, in the engine's order, the
+    #: label naming how records travel (a partitioner, an exchange) in the engine's words.
+    #: ``None`` where unknown (snapshots do not record edges). Pictures only: no identity
+    #: depends on it, so it takes no part in equality.
+    edges: tuple[tuple[int, int, str], ...] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: everything a comparison or an explanation uses."""
@@ -164,6 +169,8 @@ class Fingerprint:
             ]
         if self.sources is not None:
             out["sources"] = list(self.sources)
+        if self.edges is not None:
+            out["edges"] = [list(e) for e in self.edges]
         return out
 
     def to_json(self) -> str:
@@ -255,6 +262,7 @@ class _Reader:
             "job_vertices",
             "state_operators",
             "sources",
+            "edges",
         }
         self._known(top, known, "")
         engine = self._str(top, "engine", "", default="")
@@ -290,7 +298,31 @@ class _Reader:
                 if not isinstance(s, str):
                     raise DocumentError(f"sources[{i}]: expected a string, got {describe_json(s)}")
             sources = tuple(raw)
-        return Fingerprint(operators, vertices, states, engine, mode, sources)
+        edges = None
+        if top.get("edges") is not None:
+            edges = self._edges(self._list(top, "edges", ""), seen)
+        return Fingerprint(operators, vertices, states, engine, mode, sources, edges)
+
+    @staticmethod
+    def _edges(raw: Sequence[Any], nodes: set[int]) -> tuple[tuple[int, int, str], ...]:
+        """``[source, target, label]`` triples between operators the fingerprint lists."""
+        edges = []
+        for i, e in enumerate(raw):
+            if not (
+                type(e) is list
+                and len(e) == 3
+                and _is_int32(e[0])
+                and _is_int32(e[1])
+                and type(e[2]) is str
+            ):
+                raise DocumentError(
+                    f"edges[{i}]: expected [source node, target node, label], got {short(e)}"
+                )
+            for end in (e[0], e[1]):
+                if end not in nodes:
+                    raise DocumentError(f"edges[{i}]: node {end} is not an operator")
+            edges.append((e[0], e[1], e[2]))
+        return tuple(edges)
 
     def _operator(self, o: Any, i: int, vertex_of: Mapping[str, str]) -> OperatorFingerprint:
         # The common case in one pass of cheap checks; anything unusual takes the slow path,
