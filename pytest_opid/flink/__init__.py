@@ -2,33 +2,41 @@
 
 Importing the package registers with :mod:`pytest_opid.io.registry` what it contributes: the
 fingerprint of a :class:`~pytest_opid.model.Topology` or a builder stream, topology documents
-and execution plans as data formats, and :class:`~pytest_opid.flink.rules.FlinkRules`.
+and execution plans as data formats, :class:`~pytest_opid.flink.rules.FlinkRules`, and
+savepoints and retained checkpoints (a directory holding ``_metadata``, or that file) as what
+``check_restore`` restores from.
 
 Modules: :mod:`.hasher` (``StreamGraphHasherV2``), :mod:`.chaining` (``isChainable`` and the
 JobGraph's vertices), :mod:`.compute` (both together), :mod:`.document` (topology document
 v1), :mod:`.builder` (a DataStream-like builder), :mod:`.plan` (execution plan import),
-:mod:`.rules` (savepoint restore by ID, in Flink's words).
+:mod:`.rules` (savepoint restore by ID, in Flink's words), :mod:`.savepoint` (``_metadata``
+reader), :mod:`.restore` (Flink's restore verdict from a savepoint or an old fingerprint).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_opid.flink.chaining import flink_chaining
 from pytest_opid.flink.compute import compute
 from pytest_opid.flink.document import topology_from_document
 from pytest_opid.flink.plan import topology_from_plan
+from pytest_opid.flink.restore import check_savepoint
 from pytest_opid.flink.rules import FlinkRules
+from pytest_opid.flink.savepoint import METADATA_FILE, read_savepoint
 from pytest_opid.io.registry import (
     DataFormat,
     Frontend,
+    RestoreSource,
     register_engine,
     register_format,
     register_frontend,
+    register_restore_source,
 )
 from pytest_opid.model import Topology
-from pytest_opid.result import Fingerprint
+from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = ["compute", "register"]
 
@@ -50,6 +58,22 @@ def _is_plan(data: Mapping[str, Any]) -> bool:
         first = next((n for n in nodes if isinstance(n, Mapping)), {})
         return "pact" in first or "predecessors" in first or "contents" in first
     return False
+
+
+def _is_savepoint(path: Path) -> bool:
+    """A savepoint or retained checkpoint: a directory holding ``_metadata``, or that file."""
+    try:
+        if path.is_dir():
+            return (path / METADATA_FILE).is_file()
+        return path.name == METADATA_FILE and path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_savepoint(path: Path, new: Fingerprint, allow_non_restored_state: bool) -> RestoreCheck:
+    return check_savepoint(
+        read_savepoint(path), new, allow_non_restored_state=allow_non_restored_state
+    )
 
 
 def register() -> None:
@@ -82,3 +106,4 @@ def register() -> None:
         )
     )
     register_engine(FlinkRules())
+    register_restore_source(RestoreSource("flink-savepoint", _is_savepoint, _check_savepoint))

@@ -37,6 +37,17 @@ How it follows Flink 2.3 (``StreamGraphGenerator``):
   the writer a fresh id when it expands the sink; here it keeps the sink transformation's id,
   which changes no OperatorID. ``add_sink(name)`` and ``print()`` are legacy sinks
   (``"Sink: <name>"``).
+* ``set_parallelism`` marks the operator's parallelism as configured (Flink's
+  ``isParallelismConfigured``), which decides job vertex parallelism in ``BATCH`` runtime mode
+  (``StreamEnvironment(runtime_mode="BATCH")``).
+
+Which operators keep state (``Operator.stateful``, read by restore checks) is marked only where
+the builder knows it without seeing the functions: a FLIP-27 source always stores its split
+assignment as coordinator state and its readers' splits as operator state; ``reduce()``,
+``window()`` and ``process()`` on a keyed stream keep keyed state; ``print()`` keeps none.
+Everything else (maps, filters, legacy sources, non-keyed and two-input functions, sinks, whose
+writers keep state only for some connectors) is unknown, which a restore check counts as
+stateful; ``set_stateful(True/False)`` says it for one operator.
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ from pytest_opid.model import (
     Edge,
     Operator,
     Partitioner,
+    RuntimeMode,
     SourceKind,
     Topology,
 )
@@ -90,6 +102,8 @@ class _Node:
     uid: str | None = None
     uid_hash: str | None = None
     two_input: bool = False
+    parallelism_configured: bool = False
+    stateful: bool | None = None  # None: unknown
 
     @property
     def flink_name(self) -> str:
@@ -134,7 +148,8 @@ class StreamEnvironment:
 
     ``parallelism`` is the default for operators created afterwards (-1: "decided later").
     ``chaining=False`` is ``disableOperatorChaining()``; ``chain_different_max_parallelism``
-    is Flink's option of the same meaning.
+    is Flink's option of the same meaning; ``runtime_mode`` is ``execution.runtime-mode``
+    (``"STREAMING"`` or ``"BATCH"``).
     """
 
     def __init__(
@@ -143,6 +158,7 @@ class StreamEnvironment:
         *,
         chaining: bool = True,
         chain_different_max_parallelism: bool = True,
+        runtime_mode: RuntimeMode | str = RuntimeMode.STREAMING,
     ) -> None:
         self._graph = _Graph()
         self._counter = 0
@@ -151,12 +167,18 @@ class StreamEnvironment:
         self.chain_different_max_parallelism = _check_flag(
             chain_different_max_parallelism, "chain_different_max_parallelism"
         )
+        self.runtime_mode = _check_runtime_mode(runtime_mode)
 
     # -- options ---------------------------------------------------------------------------
 
     def set_parallelism(self, parallelism: int) -> StreamEnvironment:
         """Default parallelism of operators created from now on (and of unset ones)."""
         self.parallelism = _check_env_parallelism(parallelism)
+        return self
+
+    def set_runtime_mode(self, runtime_mode: RuntimeMode | str) -> StreamEnvironment:
+        """``execution.runtime-mode``: ``"STREAMING"`` or ``"BATCH"``."""
+        self.runtime_mode = _check_runtime_mode(runtime_mode)
         return self
 
     def disable_operator_chaining(self) -> StreamEnvironment:
@@ -174,6 +196,7 @@ class StreamEnvironment:
     def source(self, name: str) -> Stream:
         """A FLIP-27 source (``env.fromSource(..., name)``), node name ``"Source: <name>"``."""
         node = self._add_node(_SOURCE, name, ChainingStrategy.ALWAYS)
+        node.stateful = True  # split enumerator (coordinator) and reader state, always
         return Stream(self, (_Input(node.id),), node.id)
 
     def legacy_source(self, name: str = "Custom Source") -> Stream:
@@ -216,6 +239,8 @@ class StreamEnvironment:
                 uid_hash=n.uid_hash,
                 source={_SOURCE: SourceKind.NEW, _LEGACY_SOURCE: SourceKind.LEGACY}.get(n.kind),
                 yielding=n.kind == _WRITER,
+                parallelism_configured=n.parallelism_configured,
+                stateful=n.stateful,
             )
             for n in nodes
         ]
@@ -224,6 +249,7 @@ class StreamEnvironment:
             edges,
             chaining_enabled=self.chaining_enabled,
             chain_different_max_parallelism=self.chain_different_max_parallelism,
+            runtime_mode=self.runtime_mode,
         )
 
     # -- internals -------------------------------------------------------------------------
@@ -323,18 +349,29 @@ class Stream:
         return self._one_input(name)
 
     def process(self, name: str | None = None) -> Stream:
-        """``process()``; on a keyed stream Flink names it ``KeyedProcess``."""
-        return self._one_input(name or ("KeyedProcess" if self._keyed else "Process"))
+        """``process()``; on a keyed stream Flink names it ``KeyedProcess`` (keyed state)."""
+        keyed = self._keyed
+        return self._one_input(
+            name or ("KeyedProcess" if keyed else "Process"), True if keyed else None
+        )
 
     def reduce(self, name: str = "Keyed Reduce") -> Stream:
-        """``keyBy(...).reduce(...)``: only on a keyed stream, as in Flink."""
+        """``keyBy(...).reduce(...)``: only on a keyed stream, as in Flink (keyed state)."""
         if not self._keyed:
             raise TopologyError(f"reduce() needs a keyed stream (call key_by() first) on {self}")
-        return self._one_input(name)
+        return self._one_input(name, True)
 
-    def _one_input(self, name: str) -> Stream:
+    def window(self, name: str = "Window") -> Stream:
+        """``keyBy(...).window(...).reduce/aggregate/process(...)``: one window operator, only
+        on a keyed stream (its contents and timers are keyed state)."""
+        if not self._keyed:
+            raise TopologyError(f"window() needs a keyed stream (call key_by() first) on {self}")
+        return self._one_input(name, True)
+
+    def _one_input(self, name: str, stateful: bool | None = None) -> Stream:
         self._check_has_output("add an operator to")
         node = self._env._add_node(_OPERATOR, name)
+        node.stateful = stateful
         self._env._link(self._inputs, node.id, 0)
         return Stream(self._env, (_Input(node.id),), node.id)
 
@@ -418,8 +455,10 @@ class Stream:
         return Stream(self._env, (), node.id)
 
     def print(self) -> Stream:
-        """``print()``: the legacy sink ``"Sink: Print to Std. Out"``."""
-        return self.add_sink("Print to Std. Out")
+        """``print()``: the legacy sink ``"Sink: Print to Std. Out"`` (no state)."""
+        printed = self.add_sink("Print to Std. Out")
+        printed._node().stateful = False
+        return printed
 
     # -- settings of this stream's operator ------------------------------------------------
 
@@ -464,6 +503,18 @@ class Stream:
                 f"parallelism of {node.describe()} must be a positive integer, got {parallelism!r}"
             )
         node.parallelism = parallelism
+        node.parallelism_configured = True
+        return self
+
+    def set_stateful(self, stateful: bool | None) -> Stream:
+        """Whether the operator keeps state (``None``: unknown), for restore checks; the
+        builder marks only what it knows without the functions (see the module)."""
+        node = self._node("mark the state of")
+        if stateful is not None and not isinstance(stateful, bool):
+            raise TopologyError(
+                f"stateful of {node.describe()} must be True, False or None, got {stateful!r}"
+            )
+        node.stateful = stateful
         return self
 
     def set_max_parallelism(self, max_parallelism: int) -> Stream:
@@ -595,6 +646,15 @@ def _check_flag(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise TopologyError(f"{what} must be True or False, got {value!r}")
     return value
+
+
+def _check_runtime_mode(mode: object) -> RuntimeMode:
+    if isinstance(mode, RuntimeMode):
+        return mode
+    try:
+        return RuntimeMode(mode)
+    except ValueError:
+        raise TopologyError(f"runtime_mode must be 'STREAMING' or 'BATCH', got {mode!r}") from None
 
 
 def _check_env_parallelism(parallelism: object) -> int:

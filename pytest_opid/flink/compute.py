@@ -3,16 +3,22 @@
 :func:`compute` runs Flink's chaining rule (:mod:`.chaining`), its hasher (:mod:`.hasher`) and
 its chain builder over a :class:`~pytest_opid.model.Topology` and assembles the
 :class:`~pytest_opid.result.Fingerprint`.
+
+In ``BATCH`` runtime mode a job vertex's parallelism is what Flink's JobGraph holds for the
+adaptive batch scheduler (:func:`batch_parallelism`): -1 ("decided at run time") unless the
+program configured it.
 """
 
 from __future__ import annotations
 
-from pytest_opid.flink.chaining import ChainingRule, flink_chaining, job_vertices
+from collections.abc import Sequence
+
+from pytest_opid.flink.chaining import Chain, ChainingRule, flink_chaining, job_vertices
 from pytest_opid.flink.hasher import operator_ids
-from pytest_opid.model import Topology, gc_paused
+from pytest_opid.model import Partitioner, RuntimeMode, Topology, gc_paused
 from pytest_opid.result import ChainedOperator, Fingerprint, JobVertex, OperatorFingerprint
 
-__all__ = ["compute"]
+__all__ = ["batch_parallelism", "compute"]
 
 ENGINE = "flink"
 
@@ -36,7 +42,12 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
     vertices = []
     operators: tuple[ChainedOperator, ...]
     nodes: tuple[int, ...]
-    for head, members, name, parallelism in job_vertices(topology, chainable):
+    chains = job_vertices(topology, chainable)
+    batch = topology.runtime_mode is RuntimeMode.BATCH
+    decided = batch_parallelism(topology, chainable, chains) if batch else {}
+    for head, members, name, parallelism in chains:
+        if batch:
+            parallelism = decided[head]
         vertex_id = ids[head]
         if len(members) == 1:
             vertex_of[head] = vertex_id
@@ -61,8 +72,66 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
         [op.parallelism for op in ops],
         vertex_of,
         [op.max_parallelism for op in ops],
-        [None] * len(ops),
+        [op.stateful for op in ops],
         strict=True,
     )
     fingerprints = tuple([new(OperatorFingerprint, row) for row in columns])
-    return Fingerprint(fingerprints, tuple(vertices), None, ENGINE, "streaming")
+    mode = "batch" if batch else "streaming"
+    return Fingerprint(fingerprints, tuple(vertices), None, ENGINE, mode)
+
+
+def batch_parallelism(
+    topology: Topology, chainable: Sequence[bool], chains: Sequence[Chain]
+) -> dict[int, int]:
+    """Each chain's JobVertex parallelism in ``BATCH`` mode, by head position, as Flink's
+    ``StreamingJobGraphGenerator.setVertexParallelismsForDynamicGraphIfNecessary`` leaves it
+    for the adaptive batch scheduler.
+
+    A vertex none of whose operators had its parallelism configured gets -1 (decided at run
+    time). Vertices joined by ``forward()`` edges form a forward group (Flink's
+    ``ForwardGroupComputeUtil``, transitively); a group with a configured vertex gives its
+    parallelism to every vertex in it. Flink's default edge between equal parallelisms is an
+    *unspecified* forward that becomes ``rescale`` between vertices and joins no group, and a
+    topology document does not say which FORWARD edges were explicit ``forward()`` calls. We
+    take a FORWARD edge between two vertices into a one-input operator with configured
+    parallelism as one: it matches every BATCH job vertex of the golden cases; a default edge
+    of that shape (an operator with ``setParallelism()`` split off its input by a slot sharing
+    group or ``disableChaining()``) would make us report a parallelism where Flink has -1.
+    """
+    ops = topology.operators
+    chain_of = [0] * len(ops)
+    for chain in chains:
+        for m in chain.members:
+            chain_of[m] = chain.head
+    parent = {chain.head: chain.head for chain in chains}
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    degrees = topology.in_degrees
+    edges = topology.edges
+    for e, (up, down) in enumerate(topology.edge_ends):
+        if (
+            not chainable[e]
+            and edges[e].partitioner is Partitioner.FORWARD
+            and chain_of[up] != chain_of[down]
+            and degrees[down] == 1
+            and ops[down].parallelism_configured
+        ):
+            parent[root(chain_of[up])] = root(chain_of[down])
+    configured = {
+        chain.head: any(ops[m].parallelism_configured for m in chain.members) for chain in chains
+    }
+    group_parallelism: dict[int, int] = {}
+    for chain in chains:
+        if configured[chain.head]:
+            group_parallelism.setdefault(root(chain.head), chain.parallelism)
+    return {
+        chain.head: chain.parallelism
+        if configured[chain.head]
+        else group_parallelism.get(root(chain.head), -1)
+        for chain in chains
+    }

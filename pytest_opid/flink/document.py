@@ -22,6 +22,7 @@ from pytest_opid.model import (
     ExchangeMode,
     Operator,
     Partitioner,
+    RuntimeMode,
     SourceKind,
     Topology,
 )
@@ -41,9 +42,18 @@ _NODE_KEYS = {
     "uid_hash",
     "source",
     "yielding",
+    "parallelism_configured",
+    "state",
 }
 _EDGE_KEYS = {"source", "target", "partitioner", "type_number", "exchange_mode"}
-_TOP_KEYS = {"version", "chaining_enabled", "chain_different_max_parallelism", "nodes", "edges"}
+_TOP_KEYS = {
+    "version",
+    "runtime_mode",
+    "chaining_enabled",
+    "chain_different_max_parallelism",
+    "nodes",
+    "edges",
+}
 
 
 def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topology:
@@ -73,6 +83,9 @@ def topology_from_document(doc: Any) -> Topology:
             raise DocumentError(f"the document has no {key!r} list")
         if not isinstance(doc[key], list):
             raise DocumentError(f"{key!r} must be a list, got {describe_json(doc[key])}")
+    runtime_mode = _enum(
+        doc, "runtime_mode", "the document", RuntimeMode, "STREAMING", nullable=False
+    )
     chaining_enabled = _flag(doc, "chaining_enabled", "the document")
     chain_different = _flag(doc, "chain_different_max_parallelism", "the document")
     operators = [_operator(node, i) for i, node in enumerate(doc["nodes"])]
@@ -85,12 +98,15 @@ def topology_from_document(doc: Any) -> Topology:
         edges,
         chaining_enabled=chaining_enabled,
         chain_different_max_parallelism=chain_different,
+        runtime_mode=runtime_mode,
     )
 
 
 def dump_document(topology: Topology) -> dict[str, Any]:
-    """The document of a topology, every key spelled out (the golden cases' form)."""
+    """The document of a topology, every key spelled out (the golden cases' form); ``state``
+    only where it is known (absent means unknown)."""
     return {
+        "runtime_mode": topology.runtime_mode.value,
         "chaining_enabled": topology.chaining_enabled,
         "chain_different_max_parallelism": topology.chain_different_max_parallelism,
         "nodes": [
@@ -99,12 +115,14 @@ def dump_document(topology: Topology) -> dict[str, Any]:
                 "name": op.name,
                 "parallelism": op.parallelism,
                 "max_parallelism": op.max_parallelism,
+                "parallelism_configured": op.parallelism_configured,
                 "slot_sharing_group": op.slot_sharing_group,
                 "chaining_strategy": _value(op.chaining_strategy),
                 "uid": op.uid,
                 "uid_hash": op.uid_hash,
                 "source": _value(op.source),
                 "yielding": op.yielding,
+                **({} if op.stateful is None else {"state": op.stateful}),
             }
             for op in topology.operators
         ],
@@ -145,6 +163,8 @@ def _operator(node: Any, position: int) -> Operator:
         uid_hash=_str(node, "uid_hash", where, None, nullable=True),
         source=_enum(node, "source", where, SourceKind, None),
         yielding=_flag(node, "yielding", where, False),
+        parallelism_configured=_flag(node, "parallelism_configured", where, False),
+        stateful=_state(node, where),
     )
 
 
@@ -187,6 +207,16 @@ def _str(
         return None
     if not isinstance(value, str):
         raise DocumentError(f"{where}: {key!r} must be a string, got {_json_repr(value)}")
+    return value
+
+
+def _state(node: Mapping[str, Any], where: str) -> bool | None:
+    """The ``state`` key: true, false, or absent (or null) for "unknown"."""
+    value = node.get("state")
+    if value is not None and not isinstance(value, bool):
+        raise DocumentError(
+            f"{where}: 'state' must be true, false or null (unknown), got {_json_repr(value)}"
+        )
     return value
 
 

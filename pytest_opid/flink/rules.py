@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 
 from pytest_opid.comparison import Check, Comparison
-from pytest_opid.result import Fingerprint, OperatorFingerprint
+from pytest_opid.flink.restore import check_fingerprint
+from pytest_opid.result import Fingerprint, OperatorFingerprint, RestoreCheck
 from pytest_opid.text import columns, plural, quote
 
 __all__ = ["FlinkRules"]
@@ -64,6 +65,13 @@ class FlinkRules:
         if self.breaks(c, check):
             out += ["", *_fixes(c, check, accept)]
         return "\n".join(out)
+
+    def check_restore(
+        self, old: Fingerprint, new: Fingerprint, allow_non_restored_state: bool
+    ) -> RestoreCheck:
+        """Flink's verdict on restoring ``new`` from a savepoint of the job ``old`` describes
+        (see :func:`pytest_opid.flink.restore.check_fingerprint`)."""
+        return check_fingerprint(old, new, allow_non_restored_state=allow_non_restored_state)
 
     def added_warning(self, c: Comparison) -> str | None:
         if not c.added:

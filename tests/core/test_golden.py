@@ -51,20 +51,10 @@ def _assert_matches_flink(case: dict) -> None:
     assert user_ids == expected.get("user_operator_ids", {})
     if "job_vertices" not in expected:
         return
-    want = expected["job_vertices"]
-    have = _vertices(got)
-    if case["case"].get("runtime_mode") == "BATCH":
-        # In BATCH mode Flink's adaptive batch scheduler resets the parallelism of every job
-        # vertex whose operators had no explicitly configured parallelism to -1 ("decided at
-        # run time"). Whether setParallelism() was called is not part of the stream graph's
-        # topology document, so there we can only check that our figure is the compile-time one.
-        assert len(have) == len(want)
-        for ours, flinks in zip(have, want, strict=True):
-            if flinks["parallelism"] == -1:
-                ours = {**ours, "parallelism": -1}
-            assert ours == flinks
-        return
-    assert have == want
+    # Every vertex, BATCH ones included: there Flink leaves -1 ("decided at run time by the
+    # adaptive batch scheduler") where the program configured no parallelism, which the
+    # documents record per node (parallelism_configured).
+    assert _vertices(got) == expected["job_vertices"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
