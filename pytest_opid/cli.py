@@ -27,6 +27,8 @@ from pytest_opid.flink.savepoint import read_savepoint
 from pytest_opid.flink.savepoint import render_text as render_savepoint
 from pytest_opid.io.registry import data_formats, load_input
 from pytest_opid.render.explain import render
+from pytest_opid.render.picture import FORMATS as PICTURE_FORMATS
+from pytest_opid.render.picture import picture
 from pytest_opid.render.restore import render_restore
 from pytest_opid.render.table import render_table
 from pytest_opid.restore import check_restore
@@ -82,6 +84,41 @@ def _parser() -> argparse.ArgumentParser:
         "state restores into the same operators; default), chains, or both",
     )
     _common_options(diff)
+    diff.add_argument(
+        "--render",
+        choices=PICTURE_FORMATS,
+        default=None,
+        help="draw the new topology with what the change does to each operator's state "
+        "(to stdout, or to -o FILE while stdout gets the usual output)",
+    )
+    diff.add_argument(
+        "--hops",
+        type=_count,
+        default=None,
+        help="with --render: draw only operators within N edges of a change (default: all, "
+        "or 2 for a large topology)",
+    )
+    _picture_options(diff)
+
+    draw = commands.add_parser(
+        "render",
+        help="draw a topology: its operators, chains and edges (SVG, Mermaid, DOT, HTML)",
+        description="Draw a topology (document, plan, saved fingerprint or .opid snapshot): "
+        "operators with their short IDs in their chains (job vertices, stages), edges "
+        "labelled by partitioner or exchange, stateful operators marked. A snapshot records "
+        "no edges: its chains are drawn without their connections.",
+    )
+    draw.add_argument("file", metavar="PROGRAM_OR_FINGERPRINT", help="a file, or - for stdin")
+    draw.add_argument(
+        "--format", choices=PICTURE_FORMATS, default="svg", help="the picture's format (svg)"
+    )
+    draw.add_argument(
+        "--input-format",
+        choices=data_formats(),
+        default=None,
+        help="how to read the input (default: detected)",
+    )
+    _picture_options(draw)
 
     restore = commands.add_parser(
         "check-restore",
@@ -128,6 +165,33 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
+def _picture_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the picture to FILE")
+    parser.add_argument(
+        "--direction",
+        choices=("TB", "LR"),
+        default="TB",
+        help="sources to sinks top-down (TB, default) or left to right (LR)",
+    )
+    parser.add_argument(
+        "--max-nodes",
+        type=_count,
+        default=500,
+        help="draw at most N nodes; larger pictures fold unchanged chains and say what they "
+        "left out (default: 500; 0: no cap)",
+    )
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``opid`` with ``argv`` (default: the process's arguments); return the exit status."""
     try:
@@ -158,12 +222,40 @@ def diff_command(args: argparse.Namespace) -> tuple[int, str]:
     comparison = compare(old, new)
     check = Check.parse(getattr(args, "check", Check.IDS.value))
     code = EXIT_FAILED if comparison.breaks(check) else EXIT_OK
+    if getattr(args, "render", None):
+        drawn = picture(
+            comparison,
+            direction=args.direction,
+            check=check,
+            hops=args.hops,
+            max_nodes=args.max_nodes or None,
+        ).render(args.render)
+        if not args.output:
+            return code, drawn
+        _save(args.output, drawn)
     if args.json:
         data = comparison.to_dict()
         data["check"] = check.value
         data["stable"] = code == EXIT_OK
         return code, json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     return code, render(comparison, check, accept=None) + "\n"
+
+
+def render_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid render FILE``: a picture of the topology (to stdout, or to ``-o FILE``)."""
+    fingerprint = load_input(args.file, args.input_format)
+    drawn = picture(fingerprint, direction=args.direction, max_nodes=args.max_nodes or None).render(
+        args.format
+    )
+    if args.output:
+        _save(args.output, drawn)
+        return EXIT_OK, ""
+    return EXIT_OK, drawn
+
+
+def _save(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as stream:
+        stream.write(text)
 
 
 def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
@@ -197,6 +289,7 @@ def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
 _COMMANDS = {
     "fingerprint": fingerprint_command,
     "diff": diff_command,
+    "render": render_command,
     "check-restore": check_restore_command,
     "savepoint": savepoint_command,
     "checkpoint": checkpoint_command,

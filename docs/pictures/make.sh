@@ -1,0 +1,8 @@
+#!/bin/sh
+# Redraw the README's pictures (tests/render/test_cli_render.py checks they are current).
+set -e
+cd "$(dirname "$0")/../.."
+opid render examples/topologies/fraud_detection.json -o docs/pictures/topology.svg
+opid render examples/topologies/fraud_detection.json --format mermaid -o docs/pictures/topology.mmd
+opid diff examples/topologies/fraud_detection.json docs/pictures/fraud_detection_changed.json \
+    --render svg -o docs/pictures/diff.svg > /dev/null || test $? -eq 1
