@@ -77,7 +77,26 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
     )
     fingerprints = tuple([new(OperatorFingerprint, row) for row in columns])
     mode = "batch" if batch else "streaming"
-    return Fingerprint(fingerprints, tuple(vertices), None, ENGINE, mode)
+    return Fingerprint(
+        fingerprints, tuple(vertices), None, ENGINE, mode, edges=_edge_labels(topology)
+    )
+
+
+def _edge_labels(topology: Topology) -> tuple[tuple[int, int, str], ...]:
+    """Each edge with its partitioner as Flink's web UI names it (``HASH``, ``FORWARD``...),
+    and its exchange mode where that is not pipelined (``HASH (BATCH)``)."""
+    labels: dict[object, str] = {}
+    out = []
+    for e in topology.edges:
+        key = (e.partitioner, e.exchange_mode)
+        label = labels.get(key)
+        if label is None:
+            label = e.partitioner.value
+            if e.exchange_mode.value not in ("UNDEFINED", "PIPELINED"):
+                label += f" ({e.exchange_mode.value})"
+            labels[key] = label
+        out.append((e.source, e.target, label))
+    return tuple(out)
 
 
 def batch_parallelism(
