@@ -14,11 +14,18 @@ from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.registry import EngineRules, engine_rules
-from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
+from pytest_opid.result import (
+    Fingerprint,
+    JobVertex,
+    OperatorFingerprint,
+    RestoreCheck,
+    StateOperator,
+)
 
 __all__ = ["ChainChange", "Check", "Comparison", "StateOperatorChange", "compare"]
 
@@ -106,6 +113,12 @@ class Comparison:
     def rules(self) -> EngineRules:
         """The engine's rules: what a difference means there, and how to word it."""
         return engine_rules(self.engine, self.new if self.new.engine else self.old)
+
+    @cached_property
+    def restore(self) -> RestoreCheck:
+        """The engine's own verdict on restoring the new job from the old one's state, as far
+        as the old fingerprint tells it (computed once)."""
+        return self.rules.check_restore(self.old, self.new, False)
 
     @property
     def loses_state(self) -> bool:

@@ -37,10 +37,11 @@ class FlinkRules:
         )
 
     def loses_state(self, c: Comparison) -> bool:
-        return bool(c.orphaned)
+        # Flink's own decision (flink.restore): an operator without state may change its ID.
+        return not c.restore.restorable
 
     def breaks(self, c: Comparison, check: Check) -> bool:
-        ids = bool(c.orphaned) or bool(c.misplaced)
+        ids = self.loses_state(c) or bool(_misplaced(c))
         chains = bool(c.chain_changes)
         if check is Check.IDS:
             return ids
@@ -86,17 +87,32 @@ class FlinkRules:
         )
 
 
+def _misplaced(
+    c: Comparison,
+) -> tuple[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint], ...]:
+    """Misplaced state, where the old operator may have state at all."""
+    return tuple(m for m in c.misplaced if m[0].stateful is not False)
+
+
+def _losing(c: Comparison) -> list[OperatorFingerprint]:
+    """Orphaned operators that may hold state (an operator known to be stateless loses
+    nothing: Flink restores without it)."""
+    return [o for o in c.orphaned if o.stateful is not False]
+
+
 def _verdict(c: Comparison, check: Check, broken: bool) -> str:
     problems = []
-    if c.misplaced:
+    misplaced = _misplaced(c)
+    losing = _losing(c) if not c.restore.restorable else []
+    if misplaced:
         problems.append(
-            f"the state of {plural(len(c.misplaced), 'operator')} would be restored into "
+            f"the state of {plural(len(misplaced), 'operator')} would be restored into "
             "the wrong operator"
         )
-    if c.orphaned:
+    if losing:
         problems.append(
-            f"{plural(len(c.orphaned), 'operator')} would lose "
-            f"{'its' if len(c.orphaned) == 1 else 'their'} state"
+            f"{plural(len(losing), 'operator')} would lose "
+            f"{'its' if len(losing) == 1 else 'their'} state"
         )
     if c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'operator chain')} split or merged")
@@ -111,69 +127,97 @@ def _verdict(c: Comparison, check: Check, broken: bool) -> str:
     return f"No state lost {held}: every operator keeps its ID."
 
 
+#: Rows listed per section of an explanation; ``opid diff --json`` has them all.
+ROWS = 20
+
+
+def _capped(rows: list[tuple[str, ...]]) -> list[str]:
+    lines = columns(rows[:ROWS])
+    if len(rows) > ROWS:
+        lines.append(f"  ... and {len(rows) - ROWS} more (opid diff --json lists them all)")
+    return lines
+
+
 def _sections(c: Comparison) -> list[str]:
     out: list[str] = []
+    misplaced = _misplaced(c)
+    stateless = {id(o) for o in c.orphaned if o.stateful is False}
     changed_old = {id(o) for o, _ in c.changed}
-    changed_new = {id(n) for _, n in c.changed} | {id(a) for _, _, a in c.misplaced}
-    if c.misplaced:
+    changed_new = {id(n) for _, n in c.changed} | {id(a) for _, _, a in misplaced}
+    if misplaced:
         out += ["", "State restored into the wrong operator (Flink maps state by ID, not by name):"]
-        for o, n, a in c.misplaced:
+        for o, n, a in misplaced[:ROWS]:
             out += [
                 f"  {quote(o.name)}'s state {o.state_id} goes to {quote(n.name)} (node {n.node}),",
                 f"    which took over that ID; {quote(a.name)} (node {a.node}) starts empty "
                 f"as {a.state_id}",
             ]
-    if c.changed:
+        if len(misplaced) > ROWS:
+            out.append(f"  ... and {len(misplaced) - ROWS} more")
+    changed = [(o, n) for o, n in c.changed if id(o) not in stateless]
+    if changed:
         out += [
             "",
             "Operators whose ID changed (the state saved under the old ID finds no operator):",
         ]
-        out += columns(
+        out += _capped(
             [
                 (_node(o.node, n.node), quote(n.name), f"{o.state_id} -> {n.state_id}", _why(o, n))
-                for o, n in c.changed
+                for o, n in changed
             ]
         )
-    removed = [o for o in c.orphaned if id(o) not in changed_old]
+    removed = [o for o in c.orphaned if id(o) not in changed_old and id(o) not in stateless]
     if removed:
         out += ["", "Operators that are gone (their state has no operator any more):"]
-        out += columns([(_node(o.node), quote(o.name), o.state_id) for o in removed])
+        out += _capped([(_node(o.node), quote(o.name), o.state_id) for o in removed])
+    if stateless:
+        out += ["", "Operators without state whose ID changed or that are gone (harmless):"]
+        out += _capped(
+            [(_node(o.node), quote(o.name), o.state_id) for o in c.orphaned if id(o) in stateless]
+        )
     new_only = [n for n in c.added if id(n) not in changed_new]
     if new_only:
         out += ["", "New operators (start with empty state):"]
-        out += columns([(_node(n.node), quote(n.name), n.state_id) for n in new_only])
-    if c.orphaned:
+        out += _capped([(_node(n.node), quote(n.name), n.state_id) for n in new_only])
+    unmapped = [p for p in c.restore.problems if p.kind == "unmapped_state"]
+    if unmapped:
         out += [
             "",
             'Restoring a savepoint of the old job fails with "Cannot map checkpoint/savepoint',
-            f'state for operator {c.orphaned[0].state_id} to the new program"; with',
+            f'state for operator {unmapped[0].state_id} to the new program"; with',
             f"--allowNonRestoredState the job starts and the state of "
-            f"{plural(len(c.orphaned), 'operator')} is lost.",
+            f"{plural(len(unmapped), 'operator')} is lost.",
         ]
+    other = [p for p in c.restore.problems if p.kind != "unmapped_state"]
+    if other:
+        out += ["", "Flink also refuses the restore for:"]
+        out += [f"  {p.message.splitlines()[0]}" for p in other[:ROWS]]
     return out
 
 
 def _fixes(c: Comparison, check: Check, accept: str | None) -> list[str]:
     out = ["How to fix:"]
-    if c.orphaned or c.misplaced:
-        if c.misplaced:
+    misplaced = _misplaced(c)
+    if not c.restore.restorable or misplaced:
+        if misplaced:
             out.append("  - give the operator its state back and pin the one that took over its ID")
             out += columns(
                 [
                     (f"    {quote(a.name)}", f'.setUidHash("{o.state_id}")', "and")
-                    for o, _, a in c.misplaced
+                    for o, _, a in misplaced[:ROWS]
                 ]
-                + [(f"    {quote(n.name)}", '.uid("...")', "") for _, n, _ in c.misplaced]
+                + [(f"    {quote(n.name)}", '.uid("...")', "") for _, n, _ in misplaced[:ROWS]]
             )
-        if c.changed:
+        changed = [(o, n) for o, n in c.changed if o.stateful is not False]
+        if changed:
             out.append("  - keep the running job's state: pin each changed operator to its old ID")
-            out += columns([(f"    {quote(n.name)}", _pin(o, n)) for o, n in c.changed])
+            out += _capped([(f"    {quote(n.name)}", _pin(o, n)) for o, n in changed])
         changed_old = {id(o) for o, _ in c.changed}
         if any(id(o) not in changed_old for o in c.orphaned) and len(c.added) > len(c.changed):
             out.append(
                 '  - if a new operator is a gone one renamed: .setUidHash("<its old ID>") on it'
             )
-        unpinned = [o for o in c.orphaned if o.uid is None] + [o for o, _, _ in c.misplaced]
+        unpinned = [o for o in _losing(c) if o.uid is None] + [o for o, _, _ in misplaced]
         if unpinned:
             uid = _slug(min((o.name for o in unpinned), key=len))
             out += [

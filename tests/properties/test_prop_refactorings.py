@@ -73,7 +73,14 @@ def test_the_comparison_reports_exactly_the_lost_state(kind, data):
     comparison = compare(old_fp, new_fp)
     assert {op.node for op in comparison.orphaned} == gone, r.description
     assert {op.node for op in comparison.added} == fresh, r.description
-    assert comparison.loses_state == bool(gone), r.description
+    if not any(op.uid_hash for op in r.before.operators):
+        # The verdict is Flink's own (flink.restore): with no setUidHash in the old job, state
+        # finds no operator exactly when a state ID is gone. With one, Flink stored the state
+        # under the *generated* ID (tests/data/flink-restore shows it), which this pairing does
+        # not model; and Flink may also refuse a mapped state for its max parallelism.
+        unmapped = [p for p in comparison.restore.problems if p.kind == "unmapped_state"]
+        assert bool(unmapped) == bool(gone), r.description
+        assert comparison.loses_state == bool(comparison.restore.problems), r.description
 
 
 def test_an_inserted_operator_inherits_the_id_of_the_one_behind_it():
