@@ -18,20 +18,23 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from pytest_opid import __version__
 from pytest_opid.comparison import Check, compare
-from pytest_opid.errors import OpidError
-from pytest_opid.flink.savepoint import read_savepoint
+from pytest_opid.errors import DocumentError, OpidError
+from pytest_opid.flink.restore import pin_lines
+from pytest_opid.flink.savepoint import Savepoint, read_savepoint
 from pytest_opid.flink.savepoint import render_text as render_savepoint
-from pytest_opid.io.registry import data_formats, load_input
+from pytest_opid.io.registry import data_formats, load_input, restore_source
 from pytest_opid.render.explain import render
 from pytest_opid.render.picture import FORMATS as PICTURE_FORMATS
 from pytest_opid.render.picture import picture
 from pytest_opid.render.restore import render_restore
 from pytest_opid.render.table import render_table
 from pytest_opid.restore import check_restore
+from pytest_opid.result import Fingerprint
 from pytest_opid.spark.checkpoint import read_checkpoint
 from pytest_opid.spark.checkpoint import render_text as render_checkpoint
 
@@ -63,10 +66,23 @@ def _parser() -> argparse.ArgumentParser:
         "fingerprint",
         help="print the operator IDs and job vertices of a topology",
         description="Print the operator IDs and job vertices (operator chains, stages) of a "
-        "topology document, execution plan, saved fingerprint or .opid snapshot.",
+        "topology document, execution plan, saved fingerprint or .opid snapshot, or of the "
+        "job a Flink jar's main builds (needs the flink extra: PyFlink's JVM runs it).",
     )
-    fp.add_argument("file", metavar="FILE", help="a file, or - for stdin")
+    fp.add_argument("file", metavar="FILE", help="a file, a JOB.jar, or - for stdin")
+    fp.add_argument("--main-class", default=None, help="a jar's entry class (default: manifest)")
+    fp.add_argument("program_args", nargs="*", metavar="-- ARGS", help="a jar's program arguments")
     _common_options(fp)
+
+    pin = commands.add_parser(
+        "pin",
+        help="Flink: one setUidHash line per stateful operator, to freeze a job's IDs",
+        description="Print, for every operator that holds state in a Flink savepoint or "
+        "checkpoint (or every operator not known to be stateless in a saved fingerprint or "
+        "snapshot), the call that pins it to the ID its state is filed under, in Java and "
+        "Python. Add them before a refactor and the job keeps restoring.",
+    )
+    pin.add_argument("previous", metavar="SAVEPOINT_OR_FINGERPRINT")
 
     diff = commands.add_parser(
         "diff",
@@ -209,7 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def fingerprint_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid fingerprint``: the table, or the saved form with ``--json``."""
-    fingerprint = load_input(args.file, args.format)
+    if args.file.endswith(".jar"):
+        fingerprint = _jar_fingerprint(args.file, args.main_class, args.program_args)
+    elif args.main_class or args.program_args:
+        raise _UsageError("--main-class and program arguments are for a JOB.jar")
+    else:
+        fingerprint = load_input(args.file, args.format)
     if args.json:
         return EXIT_OK, fingerprint.to_json() + "\n"
     return EXIT_OK, render_table(fingerprint)
@@ -286,7 +307,38 @@ def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
     return EXIT_OK, render_checkpoint(checkpoint) + "\n"
 
 
+def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str]) -> Fingerprint:
+    try:  # the flink extra: PyFlink and its JVM, imported only for a jar
+        from pytest_opid.flink.jar import fingerprint_jar
+    except ImportError as exc:
+        raise DocumentError(
+            f"{path}: fingerprinting a jar needs PyFlink: pip install 'pytest-opid[flink]' ({exc})"
+        ) from None
+    return fingerprint_jar(path, main_class=main_class, args=tuple(program_args))
+
+
+def pin_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid pin``: the setUidHash lines that freeze a Flink job's state IDs."""
+    path = Path(args.previous)
+    source = restore_source(path) if path.exists() else None
+    previous: Savepoint | Fingerprint
+    if source is not None and source.name == "flink-savepoint":
+        previous = read_savepoint(path)
+    else:
+        previous = load_input(args.previous)
+        if previous.engine not in ("", "flink"):
+            raise DocumentError(
+                f"{args.previous}: a {previous.engine} job; setUidHash pins are Flink's "
+                "(Spark keeps state by position: keep the stateful operators in order)"
+            )
+    lines = pin_lines(previous)
+    if not lines:
+        return EXIT_OK, "no operator holds state: nothing to pin\n"
+    return EXIT_OK, "\n".join(lines) + "\n"
+
+
 _COMMANDS = {
+    "pin": pin_command,
     "fingerprint": fingerprint_command,
     "diff": diff_command,
     "render": render_command,

@@ -343,9 +343,9 @@ class _Reader:
                 and _is_int32(max_par)
                 and (stateful is None or type(stateful) is bool)
             ):
-                return OperatorFingerprint(
-                    node, name, oid, user, uid, par, vertex_of.get(oid), max_par, stateful
-                )
+                # Every value was checked just above; the NamedTuple takes them as they are.
+                row = (node, name, oid, user, uid, par, vertex_of.get(oid), max_par, stateful)
+                return OperatorFingerprint._make(row)
         return self._checked_operator(o, i, vertex_of)
 
     def _checked_operator(

@@ -129,3 +129,33 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     assert done.returncode == 0
     assert done.stdout.startswith("3002 operators in ")
     assert done.stderr == ""  # no "Broken pipe", no traceback
+
+
+def test_opid_pin_prints_one_line_per_stateful_operator(capsys, savepoint):
+    path, case = savepoint
+    code, out, err = run(capsys, "pin", str(path))
+    assert code == 0 and err == ""
+    stateful = [m for m in case["metadata"] if m["has_state"] or m["coordinator_state"]]
+    lines = out.splitlines()
+    assert len(lines) == len(stateful)
+    for line, state in zip(lines, stateful, strict=True):
+        assert f'.setUidHash("{state["operator_id"]}")' in line
+        assert f'.set_uid_hash("{state["operator_id"]}")' in line
+
+
+def test_opid_pin_refuses_a_spark_job(capsys, tmp_path):
+    saved = json.loads(
+        pytest_opid.fingerprint({"nodes": [{"id": 1, "name": "S"}], "edges": []}).to_json()
+    )
+    saved["engine"], saved["mode"] = "spark", "batch"
+    path = tmp_path / "spark.json"
+    path.write_text(json.dumps(saved))
+    code, out, err = run(capsys, "pin", str(path))
+    assert code == 2 and out == "" and "setUidHash pins are Flink's" in err
+
+
+def test_program_arguments_are_for_jars(capsys, tmp_path):
+    doc = tmp_path / "job.json"
+    doc.write_text(json.dumps({"nodes": [{"id": 1, "name": "S"}], "edges": []}))
+    code, out, err = run(capsys, "fingerprint", str(doc), "--main-class", "x.Main")
+    assert code == 2 and out == "" and "JOB.jar" in err
