@@ -330,7 +330,9 @@ def test_options_and_marker_are_registered(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["@pytest.mark.stable_topology(check=None, name=None): *"])
     pytester.makeini("[pytest]\nopid_check = sometimes\n")
     result = run(pytester)
-    result.stderr.fnmatch_lines(["*opid_check must be one of default, ids, chains, both, got 'sometimes'*"])
+    result.stderr.fnmatch_lines(
+        ["*opid_check must be one of default, ids, chains, both, got 'sometimes'*"]
+    )
 
 
 def test_xdist(project: pytest.Pytester):
