@@ -83,7 +83,7 @@ def test_a_path_is_a_path_even_if_it_looks_like_json(capsys, tmp_path, monkeypat
     doc = {"nodes": [{"id": 1, "name": "Source: Kafka"}], "edges": []}
     monkeypatch.chdir(tmp_path)
     Path("{old}.json").write_text(json.dumps(doc))
-    code, out, err = run(capsys, "diff", "{old}.json", "{old}.json")
+    code, _out, err = run(capsys, "diff", "{old}.json", "{old}.json")
     assert (code, err) == (0, "")
     code, _out, err = run(capsys, "fingerprint", '{"nodes": []}')
     assert code == 2 and "no such file" in err
