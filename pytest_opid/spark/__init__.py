@@ -2,17 +2,28 @@
 
 Importing the package registers with :mod:`pytest_opid.io.registry` the PySpark frontend and
 :class:`~pytest_opid.spark.rules.SparkRules`; PySpark itself is imported only when a PySpark
-object is fingerprinted. Modules: :mod:`.plan` (plan JSON to topology, stages and state
-numbering, pure Python), :mod:`.jvm` (reading the plan through py4j, the only JVM code),
-:mod:`.rules` (state by position, stages, in Spark's words).
+object is fingerprinted, and a restore source for Structured Streaming checkpoint directories
+(a directory with ``metadata`` and ``offsets/``), so that ``pytest_opid.check_restore`` judges a
+restart on one. Modules: :mod:`.plan` (plan JSON to topology, stages and state numbering, pure
+Python), :mod:`.jvm` (reading the plan, state schemas and sources through py4j, the only JVM
+code), :mod:`.rules` (state by position, stages, in Spark's words), :mod:`.checkpoint` (reading
+a checkpoint, pure Python), :mod:`.restore` (Spark 4.3's restart checks).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from pytest_opid.io.registry import Frontend, register_engine, register_frontend, register_hint
-from pytest_opid.result import Fingerprint
+from pytest_opid.io.registry import (
+    Frontend,
+    RestoreSource,
+    register_engine,
+    register_frontend,
+    register_hint,
+    register_restore_source,
+)
+from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.jvm import read_plan
 from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
 from pytest_opid.spark.rules import SparkRules
@@ -27,8 +38,14 @@ def fingerprint(obj: Any) -> Fingerprint:
 
 def plan_graph(obj: Any) -> SparkPlanGraph:
     """Read the physical plan of ``obj`` from the JVM and convert it."""
-    plan_json, leaves, streaming = read_plan(obj)
-    return graph_from_plan(plan_json, leaves=leaves, streaming=streaming)
+    reading = read_plan(obj)
+    return graph_from_plan(
+        reading.plan_json,
+        leaves=reading.leaves,
+        streaming=reading.streaming,
+        state=reading.state,
+        sources=reading.sources,
+    )
 
 
 def _top_module(obj: Any) -> str:
@@ -39,6 +56,20 @@ def _pandas_hint(obj: Any) -> str | None:
     if _top_module(obj) == "pandas":
         return "a pandas DataFrame has no plan: fingerprint spark.createDataFrame(pdf) instead"
     return None
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """A Structured Streaming checkpoint directory: its ``metadata`` file and offset log."""
+    return path.is_dir() and (path / "offsets").is_dir() and (path / "metadata").is_file()
+
+
+def _check_checkpoint(path: Path, new: Fingerprint, allow_non_restored_state: bool) -> RestoreCheck:
+    """Spark's verdict on restarting ``new`` on the checkpoint at ``path`` (Spark has no
+    ``--allowNonRestoredState``: the flag is Flink's and ignored here)."""
+    from pytest_opid.spark.checkpoint import read_checkpoint
+    from pytest_opid.spark.restore import check_checkpoint
+
+    return check_checkpoint(read_checkpoint(path), new)
 
 
 def register() -> None:
@@ -54,3 +85,4 @@ def register() -> None:
     )
     register_hint(_pandas_hint)
     register_engine(SparkRules())
+    register_restore_source(RestoreSource("spark-checkpoint", _is_checkpoint, _check_checkpoint))

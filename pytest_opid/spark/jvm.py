@@ -2,17 +2,43 @@
 
 :func:`read_plan` returns Spark's physical plan as JSON plus the little the JSON leaves out,
 with a fixed number of py4j calls whatever the plan's size; :mod:`pytest_opid.spark.plan`
-converts it.
+converts it. For a streaming plan it also reads what Spark checks when a query restarts on a
+checkpoint, without writing anything: per stateful operator the name its state metadata records
+(``shortName``) and the key and value schema of every state store exactly as Spark would write
+them to ``state/<n>/.../_metadata/schema`` (a fixed few py4j calls per store), and the sources
+in the order Spark numbers them in the offset log.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
+from pytest_opid.result import StateStore
+from pytest_opid.spark.plan import PROPERTIES_STORE, STATEFUL_OPERATORS
 
-__all__ = ["read_plan"]
+__all__ = ["PlanReading", "StateReading", "read_plan"]
+
+
+class StateReading(NamedTuple):
+    """One stateful operator as Spark files its state: its ``shortName`` and its stores."""
+
+    operator_name: str
+    stores: tuple[StateStore, ...]
+
+
+class PlanReading(NamedTuple):
+    """What :func:`read_plan` reads: the plan JSON, the file scans' node names, whether the
+    plan is streaming, and for a streaming plan its stateful operators (in Spark's numbering
+    order, ``None`` where they could not be read) and sources (offset log order)."""
+
+    plan_json: str
+    leaves: list[str | None] | None
+    streaming: bool
+    state: tuple[StateReading, ...] | None = None
+    sources: tuple[str, ...] | None = None
+
 
 # -- reading plans from PySpark (the only code that touches the JVM) -------------------------
 
@@ -20,8 +46,8 @@ _ACCEPTED = "a PySpark DataFrame (batch or streaming) or StreamingQuery of a cla
 _SCANS = (".FileSourceScanExec", ".BatchScanExec")
 
 
-def read_plan(obj: Any) -> tuple[str, list[str | None] | None, bool]:
-    """Plan JSON, node names of the plan's file scans, and whether the plan is streaming."""
+def read_plan(obj: Any) -> PlanReading:
+    """The plan of ``obj`` (see :class:`PlanReading`)."""
     module = type(obj).__module__ or ""
     name = f"{module}.{type(obj).__qualname__}"
     if module.startswith("pyspark.sql.connect"):
@@ -38,8 +64,9 @@ def read_plan(obj: Any) -> tuple[str, list[str | None] | None, bool]:
         jvm = _Jvm.get()
         execution = obj._jsq.streamingQuery()
         session = _stream_session(execution)
-        plan = jvm.incremental_plan(session, execution.analyzedPlan(), execution.outputMode())
-        return jvm.plan_json(plan), None, True
+        analyzed = execution.analyzedPlan()
+        plan = jvm.incremental_plan(session, analyzed, execution.outputMode())
+        return jvm.streaming_reading(plan, analyzed, session)
     if not isinstance(obj, DataFrame):
         hint = ""
         if module.startswith("pandas"):
@@ -54,13 +81,14 @@ def read_plan(obj: Any) -> tuple[str, list[str | None] | None, bool]:
     execution = jdf.queryExecution()
     session = jdf.sparkSession()
     if jdf.isStreaming():
-        plan = jvm.incremental_plan(session, execution.analyzed(), None)
-        return jvm.plan_json(plan), None, True
+        analyzed = execution.analyzed()
+        plan = jvm.incremental_plan(session, analyzed, None)
+        return jvm.streaming_reading(plan, analyzed, session)
     plan = execution.executedPlan()
     if plan.nodeName() == "AdaptiveSparkPlan":
         plan = jvm.static_plan(session, execution.analyzed())
     text = jvm.plan_json(plan)
-    return text, _scan_names(plan, text), False
+    return PlanReading(text, _scan_names(plan, text), False)
 
 
 def _scan_names(plan: Any, text: str) -> list[str | None] | None:
@@ -86,6 +114,27 @@ def _stream_session(execution: Any) -> Any:
 
 
 _AQE = "spark.sql.adaptive.enabled"
+#: Spark 4.3 widens every state schema to nullable when this is on (its default, and what a new
+#: checkpoint pins); the encoding decides transformWithState's column family schemas.
+_ALWAYS_NULLABLE = "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled"
+_ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+_DEFAULT = "default"  # StateStoreId.DEFAULT_STORE_NAME
+_WIDENED = frozenset(
+    {
+        "StateStoreSaveExec",
+        "SessionWindowStateStoreSaveExec",
+        "StreamingDeduplicateExec",
+        "StreamingDeduplicateWithinWatermarkExec",
+        "FlatMapGroupsWithStateExec",
+        "FlatMapGroupsInPandasWithStateExec",
+        "StreamingSymmetricHashJoinExec",
+    }
+)
+_SESSION_MANAGER = (
+    "org$apache$spark$sql$execution$streaming$operators$stateful$"
+    "SessionWindowStateStoreSaveExec$$stateManager"
+)
+_TWS_PACKAGE = "org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate"
 _INCREMENTAL_EXECUTION = (
     "org.apache.spark.sql.execution.streaming.IncrementalExecution",
     "org.apache.spark.sql.execution.streaming.runtime.IncrementalExecution",
@@ -107,6 +156,8 @@ class _Jvm:
         self.jvm = gateway.jvm
         self._to_builder: Any = None
         self._incremental: tuple[Any, list[str]] | None = None
+        self._identity: Any = None
+        self._methods: dict[tuple[str, str], Any] = {}
 
     @classmethod
     def get(cls) -> _Jvm:
@@ -203,6 +254,198 @@ class _Jvm:
                 args.append(jvm.org.apache.spark.sql.execution.CommandExecutionMode.ALL())
         execution = _java_class(jvm, package, "IncrementalExecution")(*args)
         return execution.executedPlan()
+
+    # Streaming: state and sources -----------------------------------------------------------
+
+    def streaming_reading(self, plan: Any, analyzed: Any, session: Any) -> PlanReading:
+        """The plan JSON of a streaming plan, its stateful operators and its sources."""
+        text = self.plan_json(plan)
+        try:
+            state: tuple[StateReading, ...] | None = self.state_readings(plan, text, session)
+        except Exception:  # py4j: a Spark version whose operators pytest-opid cannot read
+            state = None
+        try:
+            sources: tuple[str, ...] | None = self.sources(analyzed, session)
+        except Exception:  # py4j: a plan whose sources pytest-opid cannot read
+            sources = None
+        return PlanReading(text, None, True, state, sources)
+
+    def state_readings(self, plan: Any, text: str, session: Any) -> tuple[StateReading, ...]:
+        """Every stateful operator of ``plan`` in Spark's numbering (pre-order) with its state
+        stores' schemas as ``validateAndMaybeEvolveStateSchema`` builds them, computed from the
+        same accessors but never handed to the schema checker, which would write them."""
+        nodes = json.loads(text)
+        classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
+        wanted = [i for i, cls in enumerate(classes) if cls in STATEFUL_OPERATORS]
+        if not wanted:
+            return ()
+        # SparkPlan.collect with an identity function lists the nodes in the pre-order of
+        # TreeNode.toJSON, so the JSON's positions find the operators: one call for them all.
+        everything = plan.collect(self._everything())
+        if everything.size() != len(nodes):
+            raise OpidError("the plan JSON and the plan disagree")
+        conf = session.conf()
+        widen = conf.get(_ALWAYS_NULLABLE, "true").lower() == "true"
+        avro = conf.get(_ENCODING, "unsaferow").lower() == "avro"
+        out = []
+        for i in wanted:
+            node = everything.apply(i)
+            try:
+                stores = self._stores(node, classes[i], widen, avro)
+            except Exception:  # py4j: e.g. a Python processor whose init() fails here
+                stores = ()  # unknown: restore checks then say they cannot check the schemas
+            out.append(StateReading(node.shortName(), stores))
+        return tuple(out)
+
+    def _everything(self) -> Any:
+        """A Scala PartialFunction defined everywhere that returns its argument."""
+        if self._identity is None:
+            identity = getattr(self.jvm.scala.Predef, "$conforms")()
+            self._identity = self.jvm.scala.PartialFunction.fromFunction(identity)
+        return self._identity
+
+    def _stores(self, node: Any, cls: str, widen: bool, avro: bool) -> tuple[StateStore, ...]:
+        """The state stores of one stateful operator with their (key, value) schemas, as the
+        operator's ``validateAndMaybeEvolveStateSchema`` (Spark 4.x) builds them."""
+        jvm = self.jvm
+        attributes = jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes
+        pairs: list[tuple[str, Any, Any]] = []  # (store or store/column family, key, value)
+        properties = None
+        # The schemas below are the raw ones; Spark widens them as the operator's
+        # validateAndMaybeEvolveStateSchema does (the global limit's are fixed, and column
+        # family schemas come out of getColFamilySchemas widened already).
+        widen = widen and cls in _WIDENED
+        if cls == "StateStoreSaveExec":
+            value = node.stateManager().getStateValueSchema()
+            pairs.append((_DEFAULT, attributes(node.keyExpressions()), value))
+        elif cls == "SessionWindowStateStoreSaveExec":
+            manager = getattr(node, _SESSION_MANAGER)()
+            pairs.append((_DEFAULT, manager.getStateKeySchema(), manager.getStateValueSchema()))
+        elif cls in ("StreamingDeduplicateExec", "StreamingDeduplicateWithinWatermarkExec"):
+            pairs.append((_DEFAULT, attributes(node.keyExpressions()), node.schemaForValueRow()))
+        elif cls in ("FlatMapGroupsWithStateExec", "FlatMapGroupsInPandasWithStateExec"):
+            value = node.stateManager().stateSchema()
+            pairs.append((_DEFAULT, attributes(node.groupingAttributes()), value))
+        elif cls == "StreamingGlobalLimitExec":
+            key = self._private(node, "keySchema")
+            pairs.append((_DEFAULT, key, self._private(node, "valueSchema")))
+        elif cls == "StreamingSymmetricHashJoinExec":
+            version = node.stateFormatVersion()
+            if version >= 3:  # one store, a column family per former store
+                widen = False
+                pairs += self._column_families(node.getColFamilySchemas(False))
+            else:
+                helper = jvm.org.apache.spark.sql.execution.streaming.operators.stateful.join
+                manager = helper.SymmetricHashJoinStateManager
+                for side, child, keys in (
+                    ("LeftSide", node.left(), node.leftKeys()),
+                    ("RightSide", node.right(), node.rightKeys()),
+                ):
+                    module = getattr(helper, f"StreamingSymmetricHashJoinHelper${side}$")
+                    schemas = manager.getSchemaForStateStores(
+                        getattr(module, "MODULE$"), child.output(), keys, version
+                    ).toList()
+                    for k in range(schemas.size()):
+                        entry = schemas.apply(k)
+                        pair = entry._2()
+                        pairs.append((entry._1(), pair._1(), pair._2()))
+        else:  # transformWithState: a column family per state variable (and internal ones)
+            if cls != "TransformWithStateExec":
+                self._pre_init(node)  # the Python processor's init() declares the variables
+            pairs += self._column_families(node.getColFamilySchemas(avro))
+            infos = node.getStateVariableInfos().values().toList()
+            properties_class = _java_class(
+                jvm, _TWS_PACKAGE, "TransformWithStateOperatorProperties"
+            )
+            properties = properties_class(
+                node.timeMode().toString(), node.outputMode().toString(), infos
+            ).json()
+        stores = [
+            StateStore(
+                name,
+                (key.asNullable() if widen else key).json(),
+                (value.asNullable() if widen else value).json(),
+            )
+            for name, key, value in pairs
+        ]
+        if properties is not None:
+            stores.append(StateStore(PROPERTIES_STORE, None, properties))
+        return tuple(stores)
+
+    def _column_families(self, schemas: Any) -> list[tuple[str, Any, Any]]:
+        """``Map[String, StateStoreColFamilySchema]`` as (``default/<family>``, key, value)."""
+        families = schemas.values().toList()
+        out = []
+        for k in range(families.size()):
+            family = families.apply(k)
+            out.append(
+                (f"{_DEFAULT}/{family.colFamilyName()}", family.keySchema(), family.valueSchema())
+            )
+        return sorted(out, key=lambda entry: entry[0])
+
+    def _pre_init(self, node: Any) -> None:
+        """Run the Python stateful processor's ``init()`` on the driver as Spark does before
+        it validates the state schema (``TransformWithStateInPySparkExec``): it fills the
+        operator's driver-side handle with the state variables, and writes nothing."""
+        runner_class = _java_class(
+            self.jvm,
+            "org.apache.spark.sql.execution.python.streaming",
+            "TransformWithStateInPySparkPythonPreInitRunner",
+        )
+        runner = runner_class(
+            self._private(node, "pythonFunction"),
+            "pyspark.sql.streaming.transform_with_state_driver_worker",
+            self._private(node, "groupingKeySchema"),
+            self._private(node, "driverProcessorHandle"),
+        )
+        module = getattr(
+            self.jvm.org.apache.spark.sql.execution.python.streaming,
+            "TransformWithStateInPySparkExec$",
+        )
+        getattr(module, "MODULE$").runPreInitRunner(runner)
+
+    def _private(self, node: Any, method: str) -> Any:
+        """A private, argument-less method of ``node``'s class, through Java reflection."""
+        cls = node.getClass()
+        key = (cls.getName(), method)
+        found = self._methods.get(key)
+        if found is None:
+            found = cls.getDeclaredMethod(
+                method, self.gateway.new_array(self.jvm.java.lang.Class, 0)
+            )
+            found.setAccessible(True)
+            self._methods[key] = found
+        return found.invoke(node, self.gateway.new_array(self.jvm.java.lang.Object, 0))
+
+    def sources(self, analyzed: Any, session: Any) -> tuple[str, ...]:
+        """The query's sources in the order Spark numbers them (``sources/<i>``, the offset
+        log's positions): the streaming leaves of the analyzed plan, left to right. A file
+        source is ``FileSource <format> <qualified path>``, any other its name in Spark
+        (``rate-micro-batch``, ``kafka``); a source named with ``.name()`` (source evolution)
+        is prefixed with ``@<name> ``."""
+        leaves = analyzed.collectLeaves()
+        out = []
+        hadoop_conf = None
+        for i in range(leaves.size()):
+            leaf = leaves.apply(i)
+            cls = leaf.getClass().getSimpleName()
+            if cls not in ("StreamingRelation", "StreamingRelationV2"):
+                continue  # a static table joined to the stream
+            text = leaf.sourceName()
+            if cls == "StreamingRelation" and text.startswith("FileSource[") and text.endswith("]"):
+                if hadoop_conf is None:
+                    hadoop_conf = session.sessionState().newHadoopConf()
+                path = self.jvm.org.apache.hadoop.fs.Path(text[len("FileSource[") : -1])
+                qualified = path.getFileSystem(hadoop_conf).makeQualified(path).toString()
+                fmt = "".join(leaf.dataSource().className().split()) or "?"
+                text = f"FileSource {fmt} {qualified}"
+            try:
+                named = leaf.sourceIdentifyingName().nameOpt()
+                name = named.get() if named.isDefined() else None
+            except Exception:  # py4j: Spark before source naming (4.2)
+                name = None
+            out.append(f"@{name} {text}" if name else text)
+        return tuple(out)
 
     def _incremental_execution(self) -> tuple[Any, list[str]]:
         if self._incremental is None:

@@ -39,7 +39,10 @@ trip per operator. The conversion rules (the README's Spark section has a worked
   ``StateStoreSave``/``StateStoreRestore`` pair, deduplication, stream-stream join,
   ``(flat)mapGroupsWithState``, ``applyInPandasWithState``, ``transformWithState`` and
   streaming global limit. Each is listed with the data types of its state key, since Spark
-  refuses state whose key schema changed.
+  refuses state whose key schema changed; read from PySpark (:mod:`.jvm`), each also carries
+  the name its state metadata records and the key and value schema of every state store as
+  Spark writes them, and the plan its sources in the offset log's order, which
+  :mod:`.restore` checks a restart against.
 
 Streaming DataFrames (started or not) are planned with an ``IncrementalExecution`` built for the
 analyzed plan, exactly as ``DataFrame.explain()`` does for a streaming DataFrame: nothing runs,
@@ -66,9 +69,11 @@ from pytest_opid.result import (
     JobVertex,
     OperatorFingerprint,
     StateOperator,
+    StateStore,
 )
 
 __all__ = [
+    "PROPERTIES_STORE",
     "STATEFUL_OPERATORS",
     "SparkPlanGraph",
     "StatefulNode",
@@ -95,6 +100,11 @@ STATEFUL_OPERATORS: dict[str, str] = {
     "TransformWithStateInPySparkExec": "transformWithStateInPySparkExec",
     "StreamingGlobalLimitExec": "globalLimit",
 }
+
+#: The pseudo store of a :class:`~pytest_opid.result.StateOperator` that holds, as its value, a
+#: transformWithState operator's ``operatorPropertiesJson`` (time mode, output mode, state
+#: variables), which Spark checks at restart as it checks the schemas.
+PROPERTIES_STORE = "operatorProperties"
 
 #: Nodes that wrap the real operator below them and vanish from the topology.
 _WRAPPERS = frozenset(
@@ -137,14 +147,18 @@ class StatefulNode:
     node: int
     kind: str  #: Spark's name for it in the state metadata, e.g. ``"stateStoreSave"``
     key_types: tuple[str, ...] = ()
+    #: its state stores with the key and value schemas Spark writes (read from the JVM)
+    stores: tuple[StateStore, ...] = ()
 
 
 @dataclass(frozen=True)
 class SparkPlanGraph:
-    """A Spark plan as a topology, plus its stateful operators (``None`` for a batch plan)."""
+    """A Spark plan as a topology, plus its stateful operators (``None`` for a batch plan) and,
+    for a streaming plan read from PySpark, its sources in the offset log's order."""
 
     topology: Topology
     state_operators: tuple[StatefulNode, ...] | None = None
+    sources: tuple[str, ...] | None = None
 
 
 def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:
@@ -186,11 +200,27 @@ def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:
                 operator_id=ids[topology.index_of(s.node)],
                 name=f"{topology.operator(s.node).name}({', '.join(s.key_types)})",
                 kind=s.kind,
+                stores=s.stores,
             )
             for s in graph.state_operators
         )
     mode = "batch" if states is None else "streaming"
-    return Fingerprint(operators, tuple(vertices), states, ENGINE, mode)
+    edges = tuple(
+        (e.source, e.target, _EXCHANGE_LABELS.get(e.partitioner, "exchange"))
+        for e in topology.edges
+    )
+    return Fingerprint(operators, tuple(vertices), states, ENGINE, mode, graph.sources, edges)
+
+
+#: How an edge's records travel, in Spark's terms: pipelined within a stage (no label) or
+#: through an exchange, which ends a stage (range and other partitionings: ``exchange``).
+_EXCHANGE_LABELS = {
+    Partitioner.FORWARD: "",
+    Partitioner.HASH: "hash exchange",
+    Partitioner.REBALANCE: "round-robin exchange",
+    Partitioner.GLOBAL: "single-partition exchange",
+    Partitioner.BROADCAST: "broadcast exchange",
+}
 
 
 # -- chains: Spark's stages ------------------------------------------------------------------
@@ -303,13 +333,17 @@ def graph_from_plan(
     *,
     leaves: Sequence[str | None] | None = None,
     streaming: bool = False,
+    state: Sequence[Any] | None = None,
+    sources: Sequence[str] | None = None,
 ) -> SparkPlanGraph:
     """Convert Spark's plan JSON (``SparkPlan.toJSON()``, a pre-order list of nodes) into a
     :class:`SparkPlanGraph`.
 
     ``leaves`` are Spark's node names of the plan's leaves in plan order (``collectLeaves``,
     ``None`` where unknown); they only supply the format of file scans. ``streaming`` asks for
-    the stateful operators.
+    the stateful operators. ``state`` (read from the JVM, one entry per stateful operator in
+    Spark's numbering, each with ``operator_name`` and ``stores``) and ``sources`` (the offset
+    log's sources) complete a streaming plan with what a restart is checked against.
     """
     if isinstance(plan, str):
         try:
@@ -322,11 +356,22 @@ def graph_from_plan(
     topology = Topology(builder.operators, builder.edges())
     states = None
     if streaming:
+        read = list(state) if state is not None else []
+        if len(read) != len(builder.stateful):
+            read = []  # not what the plan JSON has: keep the names from the class names
         states = tuple(
-            StatefulNode(state_operator_id=i, node=node, kind=kind, key_types=keys)
+            StatefulNode(
+                state_operator_id=i,
+                node=node,
+                kind=read[i].operator_name if read else kind,
+                key_types=keys,
+                stores=tuple(read[i].stores) if read else (),
+            )
             for i, (node, kind, keys) in enumerate(builder.stateful)
         )
-    return SparkPlanGraph(topology, states)
+    return SparkPlanGraph(
+        topology, states, tuple(sources) if streaming and sources is not None else None
+    )
 
 
 def _check_plan(plan: Any, what: str) -> list[dict[str, Any]]:
@@ -651,4 +696,3 @@ def _word_after(text: str | None, prefix: str) -> str | None:
         return None
     token = text[len(prefix) + 1 :].split(" ", 1)[0]
     return token if _WORD.fullmatch(token) else None
-

@@ -12,7 +12,8 @@ savepoints.
 from __future__ import annotations
 
 from pytest_opid.comparison import Check, Comparison
-from pytest_opid.result import Fingerprint, StateOperator
+from pytest_opid.result import Fingerprint, RestoreCheck, StateOperator
+from pytest_opid.spark.restore import check_fingerprint
 from pytest_opid.text import plural, quote
 
 __all__ = ["SparkRules"]
@@ -77,13 +78,21 @@ class SparkRules:
         if c.chain_changes:
             out += ["", "Stages that split or merged:"]
             for change in c.chain_changes:
-                before = " + ".join(quote(v.name) for v in change.old)
-                after = " + ".join(quote(v.name) for v in change.new)
+                was = " + ".join(quote(v.name) for v in change.old)
+                now = " + ".join(quote(v.name) for v in change.new)
                 verb = "now runs as" if change.kind == "split" else "now run as one"
-                out.append(f"  {change.kind}: {before} {verb} {after}")
+                out.append(f"  {change.kind}: {was} {verb} {now}")
         if broken:
             out += ["", *_fixes(c, check, accept, self.loses_state(c))]
         return "\n".join(out)
+
+    def check_restore(
+        self, old: Fingerprint, new: Fingerprint, allow_non_restored_state: bool
+    ) -> RestoreCheck:
+        """Spark 4.3's verdict on restarting the query of ``new`` on the checkpoint of the query
+        ``old`` describes (:func:`pytest_opid.spark.restore.check_fingerprint`). Spark has no
+        ``--allowNonRestoredState``: the flag is Flink's and ignored."""
+        return check_fingerprint(old, new)
 
     def added_warning(self, c: Comparison) -> str | None:
         appended = [s.new for s in c.state_operator_changes if s.old is None and s.new]
