@@ -42,7 +42,9 @@ class SparkRules:
     def loses_state(self, c: Comparison) -> bool:
         if c.mode == "batch":
             return False
-        return any(s.loses_state for s in c.state_operator_changes)
+        # Spark's own restart checks (spark.restore): operators by position, key and value
+        # schemas per store, sources.
+        return not c.restore.restorable
 
     def breaks(self, c: Comparison, check: Check) -> bool:
         stages = _stages_changed(c)
@@ -72,6 +74,13 @@ class SparkRules:
                     assert s.new is not None
                     text = f"new: {_stateful(s.new)} starts with empty state"
                 out.append(f"  state/{s.state_operator_id}  {text}")
+        if c.mode == "streaming" and (c.restore.problems or c.restore.warnings):
+            out += ["", "Restarting the changed query on the old checkpoint:"]
+            for item in [*c.restore.problems, *c.restore.warnings][:20]:
+                lines = item.message.split("\n")
+                fix = lines.index("Fix:") if "Fix:" in lines else len(lines)
+                out.append(f"  - {lines[0]}")
+                out += [f"    {line}" for line in lines[1:fix]]
         before, after = len(c.old.job_vertices), len(c.new.job_vertices)
         if before != after:
             out += ["", f"Stages: {before} before, {after} now (an exchange was added or removed)."]
@@ -111,10 +120,16 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     problems = []
     if loses:
         lost = sum(1 for s in c.state_operator_changes if s.loses_state)
-        problems.append(
-            f"{plural(lost, 'Spark state directory', 'Spark state directories')} would be read "
-            "by another operator or by none"
-        )
+        if lost:
+            problems.append(
+                f"{plural(lost, 'Spark state directory', 'Spark state directories')} would be "
+                "read by another operator or by none"
+            )
+        else:
+            kinds = sorted({p.kind.replace("_", " ") for p in c.restore.problems})
+            problems.append(
+                f"Spark would refuse to restart on the old checkpoint ({', '.join(kinds)})"
+            )
     if c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):
@@ -158,6 +173,8 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
             "  - keep the stateful operators (aggregations, deduplication, joins, windows) in",
             "    the same order in the query, so that each finds its state/<n> again",
             "  - or run the changed query on a new checkpoint location (its state starts empty)",
+            '  - or carry the state over: read it with spark.read.format("statestore") from the',
+            "    old checkpoint and write it into the new query's state",
         ]
     if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch"):
         out += [
