@@ -88,6 +88,12 @@ def read_plan(obj: Any) -> PlanReading:
     if plan.nodeName() == "AdaptiveSparkPlan":
         plan = jvm.static_plan(session, execution.analyzed())
     text = jvm.plan_json(plan)
+    if _CACHED in text:
+        # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
+        # other code cached: Spark's CacheManager substitutes those when it plans). Plan it
+        # again as if nothing were cached, so the fingerprint does not depend on the session.
+        plan = jvm.uncached_plan(session, execution.analyzed())
+        text = jvm.plan_json(plan)
     return PlanReading(text, _scan_names(plan, text), False)
 
 
@@ -114,6 +120,8 @@ def _stream_session(execution: Any) -> Any:
 
 
 _AQE = "spark.sql.adaptive.enabled"
+#: A cached relation in a plan's JSON (``InMemoryTableScanExec`` and its relation).
+_CACHED = "InMemoryTableScan"
 #: Spark 4.3 widens every state schema to nullable when this is on (its default, and what a new
 #: checkpoint pins); the encoding decides transformWithState's column family schemas.
 _ALWAYS_NULLABLE = "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled"
@@ -212,6 +220,23 @@ class _Jvm:
         try:
             mode = self.jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
             return session.sessionState().executePlan(logical, mode).executedPlan()
+        finally:
+            conf.set(_AQE, was)
+
+    def uncached_plan(self, session: Any, analyzed: Any) -> Any:
+        """The executed plan of ``analyzed`` planned without the cache: the steps of Spark's
+        ``QueryExecution`` (optimize, plan, prepare for execution) minus ``withCachedData``,
+        with adaptive execution off as in :meth:`static_plan`."""
+        conf = session.conf()
+        was = conf.get(_AQE)
+        conf.set(_AQE, "false")
+        try:
+            state = session.sessionState()
+            optimized = state.optimizer().execute(analyzed.clone())
+            answer = self.jvm.org.apache.spark.sql.catalyst.plans.logical.ReturnAnswer(optimized)
+            physical = state.planner().plan(answer).next()
+            execution = self.jvm.org.apache.spark.sql.execution.QueryExecution
+            return execution.prepareExecutedPlan(session, physical)
         finally:
             conf.set(_AQE, was)
 

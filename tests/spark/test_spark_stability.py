@@ -137,3 +137,25 @@ def test_nothing_session_specific_reaches_the_snapshot(spark, tables, events_dir
         assert str(Path(tables["orders"]).parent) not in text and str(events_dir) not in text
         assert "FR" not in text and "10.0" not in text  # literals
         assert not uuid.search(text)  # watermark node ids, run ids
+
+
+def test_the_sessions_cache_does_not_change_the_fingerprint(spark, tables):
+    """Spark plans a query over whatever equal sub-plan is cached; the fingerprint does not:
+    it is the same before and after other code caches part of the query, and for the user's
+    own cached DataFrame."""
+    from pytest_opid.spark.jvm import _Jvm
+
+    expected = pytest_opid.fingerprint(orders_pipeline(spark, tables)).to_dict()
+    part = spark.read.parquet(tables["orders"]).select("customer_id", "amount")
+    part.cache().count()
+    own = orders_pipeline(spark, tables)
+    own.cache().count()
+    try:
+        rebuilt = orders_pipeline(spark, tables)
+        plan = _Jvm.get().plan_json(rebuilt._jdf.queryExecution().executedPlan())
+        assert "InMemoryTableScan" in plan  # Spark's own plan does read the cache
+        assert pytest_opid.fingerprint(rebuilt).to_dict() == expected
+        assert pytest_opid.fingerprint(own).to_dict() == expected
+    finally:
+        part.unpersist()
+        own.unpersist()
