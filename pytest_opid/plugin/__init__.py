@@ -68,6 +68,9 @@ class _Session:
     # resolved snapshot path -> (nodeid, snapshot index) of the recording that claimed it
     claims: dict[str, tuple[str, int | str]] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)  # xdist controller: across workers
+    html: str | None = None  # --opid-html PATH
+    # --opid-html: [title, saved fingerprint, failure text or None, saved old fingerprint or None]
+    pictures: list[list[Any]] = field(default_factory=list)
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -86,6 +89,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="opid_report",
         help="at the end of the session, print every recorded topology with its job vertices "
         "and OperatorIDs (ini: opid_report)",
+    )
+    group.addoption(
+        "--opid-html",
+        default=None,
+        dest="opid_html",
+        metavar="PATH",
+        help="write one self-contained HTML report of every recorded topology to PATH: "
+        "failures first, each with its explanation and picture",
     )
     group.addoption(
         "--opid-check",
@@ -121,7 +132,7 @@ def pytest_configure(config: pytest.Config) -> None:
     report = config.getoption("opid_report")
     if report is None:
         report = bool(config.getini("opid_report"))
-    config.stash[_SESSION] = _Session(check, report, [])
+    config.stash[_SESSION] = _Session(check, report, [], html=config.getoption("opid_html"))
 
 
 # -- the fixture --------------------------------------------------------------------------------
@@ -141,6 +152,7 @@ class Recorder:
         self._marker = request.node.get_closest_marker(MARKER)
         self._entries: list[_Entry] = []
         self._asserted: set[str] = set()  # snapshot locations asserted by the check
+        self._olds: dict[int | str, Fingerprint] = {}  # snapshots read back, for --opid-html
         self._unnamed = 0
         self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
@@ -314,6 +326,7 @@ class Recorder:
             else:
                 try:
                     old = loads(str(result.recalled_data), origin=where)
+                    self._olds[entry.key] = old
                 except DocumentError as exc:
                     failures.append(f"Snapshot {result.snapshot_name}: {exc}; {update}")
                     continue
@@ -346,6 +359,30 @@ class Recorder:
         warning = comparison.rules.added_warning(comparison)
         if warning:
             self._item.warn(OpidSnapshotWarning(_safe(f"{title} {warning}")))
+
+    def _picture(self, failure: str | None) -> str:
+        """``--opid-html``: keep what the report draws of this test; the line that names the
+        report's section for a failure message ("" without the option)."""
+        session = self._item.config.stash[_SESSION]
+        if session.html is None:
+            return ""
+        from pytest_opid.render.html import report_anchor
+
+        anchors = []
+        for entry in self._entries:
+            suffix = "" if entry.key == 0 else f"[{entry.key}]"
+            title = f"{self._item.nodeid}{suffix}"
+            old = self._olds.get(entry.key)
+            session.pictures.append(
+                [
+                    title,
+                    entry.fingerprint.to_dict(),
+                    failure,
+                    None if old is None else old.to_dict(),
+                ]
+            )
+            anchors.append(f"{session.html}#{report_anchor(title)}")
+        return "\n\npicture: " + ", ".join(anchors)
 
     def _report(self) -> None:
         session = self._item.config.stash[_SESSION]
@@ -399,8 +436,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         )
     recorder._report()
     failures = recorder._verify() + recorder._verify_restore()
+    picture = recorder._picture("\n\n".join(failures) if failures else None)
     if failures:
-        pytest.fail(_safe("\n\n".join(failures)), pytrace=False)
+        pytest.fail(_safe("\n\n".join(failures) + picture), pytrace=False)
     return result
 
 
@@ -595,8 +633,34 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if state.report:
             workeroutput["opid_report"] = state.blocks
         workeroutput["opid_claims"] = [[p, n, k] for p, (n, k) in state.claims.items()]
-    elif state.conflicts and session.exitstatus == pytest.ExitCode.OK:
+        if state.html is not None:
+            workeroutput["opid_html"] = state.pictures
+        return
+    if state.conflicts and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.html is not None:
+        _write_html(state)
+
+
+def _write_html(state: _Session) -> None:
+    """The ``--opid-html`` report, from what every test (and every xdist worker) kept."""
+    from pytest_opid.comparison import compare
+    from pytest_opid.errors import OpidError
+    from pytest_opid.render.html import write_html_report
+    from pytest_opid.result import Fingerprint
+
+    entries = []
+    for title, saved, failure, old_saved in sorted(state.pictures, key=lambda p: p[0]):
+        fp = Fingerprint.from_dict(saved)
+        comparison = None
+        if old_saved is not None:
+            try:
+                comparison = compare(Fingerprint.from_dict(old_saved), fp)
+            except OpidError:
+                comparison = None
+        entries.append((title, fp, failure, comparison))
+    assert state.html is not None
+    write_html_report(state.html, entries)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -610,6 +674,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         return
     if state.report:
         state.blocks.extend(output.get("opid_report", ()))
+    state.pictures.extend(output.get("opid_html", ()))
     for path, nodeid, key in output.get("opid_claims", ()):
         mine = (nodeid, key)
         other = state.claims.setdefault(path, mine)
