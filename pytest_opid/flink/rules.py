@@ -29,6 +29,9 @@ class FlinkRules:
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is None  # the only untagged fingerprints without state ids
 
+    def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
+        return fp  # nothing machine-specific: IDs, names, parallelism
+
     def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
         return (
             "Flink restores an operator's state by its user_id (setUidHash) where set, else by",

@@ -86,6 +86,10 @@ class EngineRules(Protocol):
         """Whether a fingerprint without an engine tag (saved before the tag existed) is this
         engine's."""
 
+    def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
+        """What a committed snapshot keeps of ``fp``: the fingerprint without what depends on
+        the machine the test ran on (say, the absolute path of a test's input folder)."""
+
     def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
         """Comment lines a snapshot of ``fp`` opens with: how the engine finds state."""
 

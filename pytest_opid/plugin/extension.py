@@ -81,7 +81,8 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
         if self.keep:
             return ""
         fp = fingerprint(data)
-        return dumps(fp, engine_rules(fp.engine).snapshot_preamble(fp))
+        rules = engine_rules(fp.engine, fp)
+        return dumps(rules.snapshot_form(fp), rules.snapshot_preamble(fp))
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
         if self.keep or isinstance(snapshot_data, Unreadable):

@@ -55,7 +55,14 @@ from pytest_opid.spark.checkpoint import Checkpoint
 from pytest_opid.spark.plan import PROPERTIES_STORE
 from pytest_opid.text import plural, printable, quote
 
-__all__ = ["Source", "check_checkpoint", "check_fingerprint", "parse_source"]
+__all__ = [
+    "SHORTENED",
+    "Source",
+    "check_checkpoint",
+    "check_fingerprint",
+    "parse_source",
+    "short_source",
+]
 
 ENGINE = "spark"
 
@@ -119,6 +126,28 @@ def parse_source(text: str) -> Source:
         _, fmt, path = [*rest.split(" ", 2), "", ""][:3]
         return Source(text, name, "FileSource", fmt or None, path or None)
     return Source(text, name, rest)
+
+
+#: How a snapshot marks a file source's path it shortened to the folder's name.
+SHORTENED = "…/"
+
+
+def short_source(text: str) -> str:
+    """A source as a committed snapshot keeps it: a file source's path shortened to its last
+    folder's name (``FileSource json …/events``), anything else as it is."""
+    source = parse_source(text)
+    if not source.is_file or not source.path or source.path.startswith(SHORTENED):
+        return text
+    folder = source.path.rstrip("/").rsplit("/", 1)[-1]
+    prefix = f"@{source.name} " if source.name else ""
+    return f"{prefix}FileSource {source.fmt} {SHORTENED}{folder}"
+
+
+def _same_path(previous: str | None, new: str | None) -> bool:
+    """Equal paths; a snapshot's shortened path matches any path ending in its folder."""
+    if previous and previous.startswith(SHORTENED) and new:
+        return new.rstrip("/").rsplit("/", 1)[-1] == previous[len(SHORTENED) :]
+    return previous == new
 
 
 def _qualified(path: str) -> str:
@@ -423,7 +452,7 @@ class _Checker:
         if old.source is not None:  # from a fingerprint
             previous = old.source
             if previous.is_file and new.is_file:
-                if previous.path != new.path:
+                if not _same_path(previous.path, new.path):
                     # A warning, not a problem: only the checkpoint knows whether Spark fails.
                     # (In tests the inputs usually live in a fresh temporary folder per run.)
                     self.warn(

@@ -11,9 +11,11 @@ savepoints.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pytest_opid.comparison import Check, Comparison
 from pytest_opid.result import Fingerprint, RestoreCheck, StateOperator
-from pytest_opid.spark.restore import check_fingerprint
+from pytest_opid.spark.restore import check_fingerprint, short_source
 from pytest_opid.text import plural, quote
 
 __all__ = ["SparkRules"]
@@ -26,6 +28,13 @@ class SparkRules:
 
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is not None  # before the tag, only Spark numbered state
+
+    def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
+        """File sources keep their format and folder name, not the folder's absolute path:
+        a test's inputs usually live in a fresh temporary folder per run."""
+        if not fp.sources:
+            return fp
+        return replace(fp, sources=tuple(short_source(s) for s in fp.sources))
 
     def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
         if fp.mode == "batch":

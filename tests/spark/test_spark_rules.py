@@ -66,3 +66,19 @@ def test_a_batch_and_a_flink_fingerprint_do_not_compare(spark, tables):
         assert "cannot compare a flink streaming fingerprint with a spark batch one" in str(exc)
     else:
         raise AssertionError("comparing two engines must be an error")
+
+
+def test_a_streaming_snapshot_keeps_no_machine_specific_path(spark, events_dir):
+    from tests.spark.spark_checks import events_pipeline
+
+    fp = pytest_opid.fingerprint(events_pipeline(spark, str(events_dir)))
+    rules = engine_rules(fp.engine, fp)
+    assert any(str(events_dir) in s for s in fp.sources)  # the live fingerprint has the path
+    text = dumps(rules.snapshot_form(fp), rules.snapshot_preamble(fp))
+    assert str(events_dir) not in text and f"…/{events_dir.name}" in text
+    back = loads(text)
+    # From the snapshot, the same query over another temporary folder of the same name still
+    # restores without a word about its sources.
+    check = pytest_opid.check_restore(back, fp)
+    assert check.restorable
+    assert not [w for w in check.warnings if w.kind == "sources"]
