@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_opid.errors import DocumentError
 
-__all__ = ["check_hex_id", "describe_json", "parse_json", "read_json", "short"]
+__all__ = ["check_hex_id", "describe_json", "parse_json", "read_json", "read_text", "short"]
 
 #: Longest integer literal we read: 64-bit integers have at most 20 characters.
 _MAX_INT_CHARS = 20
@@ -31,6 +31,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Read and parse a JSON file; every way it can fail is a :class:`DocumentError` that
     names the file."""
+    return parse_json(read_text(path), str(path), empty="the file is empty")
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A UTF-8 text file's contents; a missing file, a directory, an unreadable file or bytes
+    that are not UTF-8 are a :class:`DocumentError` naming the file."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -40,12 +46,11 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     except OSError as exc:
         raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DocumentError(
             f"{path}: cannot read: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})"
         ) from None
-    return parse_json(text, str(path), empty="the file is empty")
 
 
 def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any:

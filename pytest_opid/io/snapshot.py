@@ -17,9 +17,9 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.io.json import read_text
 from pytest_opid.result import (
     ChainedOperator,
     Fingerprint,
@@ -282,17 +282,7 @@ def is_snapshot(path: str | os.PathLike[str]) -> bool:
 
 def read_snapshot(path: str | os.PathLike[str]) -> Fingerprint:
     """The fingerprint stored in the snapshot file at ``path``."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DocumentError(
-            f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})"
-        ) from None
-    return loads(text, origin=str(path))
+    return loads(read_text(path), origin=str(path))
 
 
 def _assemble(
