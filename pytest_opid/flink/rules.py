@@ -56,7 +56,7 @@ class FlinkRules:
         out = [_verdict(c, check, self.breaks(c, check)), *_sections(c)]
         if c.chain_changes:
             out += ["", "Operator chains (job vertices) that split or merged:"]
-            for change in c.chain_changes:
+            for change in c.chain_changes[:ROWS]:
                 before = " + ".join(quote(v.name) for v in change.old)
                 after = " + ".join(quote(v.name) for v in change.new)
                 verb = "now runs as" if change.kind == "split" else "now run as one"

@@ -18,7 +18,10 @@ from pytest_opid.result import Fingerprint, RestoreCheck, StateOperator
 from pytest_opid.spark.restore import check_fingerprint, short_source
 from pytest_opid.text import plural, quote
 
-__all__ = ["SparkRules"]
+__all__ = ["ROWS", "SparkRules"]
+
+#: Rows listed per section of an explanation; ``opid diff --json`` has them all.
+ROWS = 20
 
 
 class SparkRules:
@@ -71,7 +74,7 @@ class SparkRules:
         out = [_verdict(c, check, broken, self.loses_state(c))]
         if c.state_operator_changes and c.mode == "streaming":
             out += ["", "Spark state directories (state/<n> in the checkpoint location):"]
-            for s in c.state_operator_changes:
+            for s in c.state_operator_changes[:ROWS]:
                 if s.old is not None and s.new is not None:
                     text = (
                         f"was {_stateful(s.old)}, is now {_stateful(s.new)}: "
@@ -83,9 +86,12 @@ class SparkRules:
                     assert s.new is not None
                     text = f"new: {_stateful(s.new)} starts with empty state"
                 out.append(f"  state/{s.state_operator_id}  {text}")
+            if len(c.state_operator_changes) > ROWS:
+                more = len(c.state_operator_changes) - ROWS
+                out.append(f"  ... and {more} more (opid diff --json lists them all)")
         if c.mode == "streaming" and (c.restore.problems or c.restore.warnings):
             out += ["", "Restarting the changed query on the old checkpoint:"]
-            for item in [*c.restore.problems, *c.restore.warnings][:20]:
+            for item in [*c.restore.problems, *c.restore.warnings][:ROWS]:
                 lines = item.message.split("\n")
                 fix = lines.index("Fix:") if "Fix:" in lines else len(lines)
                 out.append(f"  - {lines[0]}")
@@ -95,7 +101,7 @@ class SparkRules:
             out += ["", f"Stages: {before} before, {after} now (an exchange was added or removed)."]
         if c.chain_changes:
             out += ["", "Stages that split or merged:"]
-            for change in c.chain_changes:
+            for change in c.chain_changes[:ROWS]:
                 was = " + ".join(quote(v.name) for v in change.old)
                 now = " + ".join(quote(v.name) for v in change.new)
                 verb = "now runs as" if change.kind == "split" else "now run as one"
