@@ -139,15 +139,17 @@ def measure(label: str, build: Callable[[], Any]) -> dict[str, Any]:
         def plan() -> Any:
             return df._jdf.queryExecution().executedPlan()
 
-    plan_json, leaves, streaming_plan = _read_plan(df)
+    reading = _read_plan(df)
+    plan_json, leaves, streaming_plan = reading.plan_json, reading.leaves, reading.streaming
     physical = plan()
     extract_times = _times_ms(lambda: pytest_opid.fingerprint(df))
     extract, fastest = statistics.median(extract_times), min(extract_times)
     planning = _median_ms(plan)
     read = _median_ms(lambda: jvm.plan_json(physical))
-    graph = graph_from_plan(plan_json, leaves=leaves, streaming=streaming_plan)
+    extra = {"state": reading.state, "sources": reading.sources}
+    graph = graph_from_plan(plan_json, leaves=leaves, streaming=streaming_plan, **extra)
     convert = _median_ms(
-        lambda: graph_from_plan(plan_json, leaves=leaves, streaming=streaming_plan)
+        lambda: graph_from_plan(plan_json, leaves=leaves, streaming=streaming_plan, **extra)
     )
     hashing = _median_ms(lambda: fingerprint_graph(graph))
     fresh = _median_ms(lambda: pytest_opid.fingerprint(build()), runs=max(5, RUNS // 3))
