@@ -118,7 +118,7 @@ class Comparison:
     def restore(self) -> RestoreCheck:
         """The engine's own verdict on restoring the new job from the old one's state, as far
         as the old fingerprint tells it (computed once)."""
-        return self.rules.check_restore(self.old, self.new, False)
+        return self.rules.check_restore(self.old, self.new, False, self)
 
     @property
     def loses_state(self) -> bool:

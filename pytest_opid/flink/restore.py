@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+from pytest_opid.comparison import Comparison, compare
 from pytest_opid.flink.savepoint import Savepoint
 from pytest_opid.result import (
     ChainedOperator,
@@ -58,6 +60,7 @@ _IGNORE_UNCLAIMED = (
 )
 
 
+@lru_cache(maxsize=1024)
 def default_max_parallelism(parallelism: int) -> int:
     """The max parallelism Flink gives a job vertex whose program set none:
     ``KeyGroupRangeAssignment.computeDefaultMaxParallelism`` of the parallelism as the scheduler
@@ -224,18 +227,21 @@ def check_savepoint(
 
 
 def check_fingerprint(
-    old: Fingerprint, new: Fingerprint, *, allow_non_restored_state: bool = False
+    old: Fingerprint,
+    new: Fingerprint,
+    *,
+    allow_non_restored_state: bool = False,
+    comparison: Comparison | None = None,
 ) -> RestoreCheck:
     """Flink's verdict on starting ``new`` from a savepoint of the job ``old`` describes (a
     snapshot or saved fingerprint). Operators ``old`` marks stateless are left out; where it
     does not say (``stateful`` is None), an operator counts as holding state. Max parallelism
-    is the old job vertex's (or operator's), else Flink's default for its parallelism."""
-    from pytest_opid.comparison import compare  # comparison imports the registry
-
+    is the old job vertex's (or operator's), else Flink's default for its parallelism.
+    ``comparison``, where the caller has it, saves pairing the two again."""
     check = _Check(_fingerprint_states(old), new, allow_non_restored_state, from_fingerprint=True)
     result = check.run()
     warnings = list(result.warnings)
-    for o, receiver, own in compare(old, new).misplaced:
+    for o, receiver, own in (comparison or compare(old, new)).misplaced:
         if o.stateful is not False:
             warnings.append(check.misplaced_warning(o.operator_id, o.name, o.uid, receiver, own))
     return RestoreCheck(ENGINE, result.restorable, result.problems, tuple(warnings))

@@ -71,11 +71,17 @@ class FlinkRules:
         return "\n".join(out)
 
     def check_restore(
-        self, old: Fingerprint, new: Fingerprint, allow_non_restored_state: bool
+        self,
+        old: Fingerprint,
+        new: Fingerprint,
+        allow_non_restored_state: bool,
+        comparison: Comparison | None = None,
     ) -> RestoreCheck:
         """Flink's verdict on restoring ``new`` from a savepoint of the job ``old`` describes
         (see :func:`pytest_opid.flink.restore.check_fingerprint`)."""
-        return check_fingerprint(old, new, allow_non_restored_state=allow_non_restored_state)
+        return check_fingerprint(
+            old, new, allow_non_restored_state=allow_non_restored_state, comparison=comparison
+        )
 
     def added_warning(self, c: Comparison) -> str | None:
         if not c.added:

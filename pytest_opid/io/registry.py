@@ -106,10 +106,15 @@ class EngineRules(Protocol):
         """A note for changes that pass but leave something unprotected, or ``None``."""
 
     def check_restore(
-        self, old: Fingerprint, new: Fingerprint, allow_non_restored_state: bool
+        self,
+        old: Fingerprint,
+        new: Fingerprint,
+        allow_non_restored_state: bool,
+        comparison: Comparison | None = None,
     ) -> RestoreCheck:
         """Whether ``new`` would start from the state of ``old`` (a snapshot or saved
-        fingerprint), decided as the engine decides at restore."""
+        fingerprint), decided as the engine decides at restore; ``comparison`` of the two,
+        where the caller has it, need not be computed again."""
 
 
 class _Registry:

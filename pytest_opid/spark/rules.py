@@ -111,7 +111,11 @@ class SparkRules:
         return "\n".join(out)
 
     def check_restore(
-        self, old: Fingerprint, new: Fingerprint, allow_non_restored_state: bool
+        self,
+        old: Fingerprint,
+        new: Fingerprint,
+        allow_non_restored_state: bool,
+        comparison: Comparison | None = None,
     ) -> RestoreCheck:
         """Spark 4.3's verdict on restarting the query of ``new`` on the checkpoint of the query
         ``old`` describes (:func:`pytest_opid.spark.restore.check_fingerprint`). Spark has no
