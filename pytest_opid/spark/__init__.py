@@ -24,8 +24,10 @@ from pytest_opid.io.registry import (
     register_restore_source,
 )
 from pytest_opid.result import Fingerprint, RestoreCheck
+from pytest_opid.spark.checkpoint import read_checkpoint
 from pytest_opid.spark.jvm import read_plan
 from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
+from pytest_opid.spark.restore import check_checkpoint
 from pytest_opid.spark.rules import SparkRules
 
 __all__ = ["fingerprint", "plan_graph", "register"]
@@ -66,9 +68,6 @@ def _is_checkpoint(path: Path) -> bool:
 def _check_checkpoint(path: Path, new: Fingerprint, allow_non_restored_state: bool) -> RestoreCheck:
     """Spark's verdict on restarting ``new`` on the checkpoint at ``path`` (Spark has no
     ``--allowNonRestoredState``: the flag is Flink's and ignored here)."""
-    from pytest_opid.spark.checkpoint import read_checkpoint
-    from pytest_opid.spark.restore import check_checkpoint
-
     return check_checkpoint(read_checkpoint(path), new)
 
 
