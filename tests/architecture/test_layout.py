@@ -212,3 +212,26 @@ def test_core_modules_do_not_branch_on_an_engine():
             elif isinstance(node, ast.Name) and ("spark" in node.id.lower()):
                 offenders.append(f"{name}: {node.id}")
     assert offenders == []
+
+
+#: Modules that import parts of the package inside functions, and why: the pytest plugin loads
+#: the core only when a test uses it (every pytest session imports the plugin); the jar command
+#: and the flink fixtures need PyFlink, an optional extra.
+LAZY = {"pytest_opid.plugin", "pytest_opid.cli", "pytest_opid.plugin.flink"}
+
+
+def test_no_import_inside_a_function_outside_the_lazy_modules():
+    found = []
+    for name, path in MODULES.items():
+        if name in LAZY or name == "pytest_opid":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "pytest_opid"
+                ):
+                    found.append(f"{name}: {func.name} imports {node.module}")
+    assert found == []
