@@ -26,6 +26,7 @@ from pytest_opid.result import (
     RestoreCheck,
     StateOperator,
 )
+from pytest_opid.text import quote
 
 __all__ = ["ChainChange", "Check", "Comparison", "StateOperatorChange", "compare"]
 
@@ -62,6 +63,13 @@ class ChainChange:
     kind: str  # "split" | "merged"
     old: tuple[JobVertex, ...]
     new: tuple[JobVertex, ...]
+
+    def describe(self) -> str:
+        """One line: ``split: "A -> B" now runs as "A" + "B"``, names quoted and escaped."""
+        before = " + ".join(quote(v.name) for v in self.old)
+        after = " + ".join(quote(v.name) for v in self.new)
+        verb = "now runs as" if self.kind == "split" else "now run as one"
+        return f"{self.kind}: {before} {verb} {after}"
 
 
 @dataclass(frozen=True)

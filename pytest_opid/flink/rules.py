@@ -56,11 +56,7 @@ class FlinkRules:
         out = [_verdict(c, check, self.breaks(c, check)), *_sections(c)]
         if c.chain_changes:
             out += ["", "Operator chains (job vertices) that split or merged:"]
-            for change in c.chain_changes[:ROWS]:
-                before = " + ".join(quote(v.name) for v in change.old)
-                after = " + ".join(quote(v.name) for v in change.new)
-                verb = "now runs as" if change.kind == "split" else "now run as one"
-                out.append(f"  {change.kind}: {before} {verb} {after}")
+            out += [f"  {change.describe()}" for change in c.chain_changes[:ROWS]]
         if c.renamed:
             out += ["", "Renamed, same ID (harmless: Flink restores state by ID, not by name):"]
             out += [f"  {quote(o.name)} -> {quote(n.name)}" for o, n in c.renamed[:5]]

@@ -101,11 +101,7 @@ class SparkRules:
             out += ["", f"Stages: {before} before, {after} now (an exchange was added or removed)."]
         if c.chain_changes:
             out += ["", "Stages that split or merged:"]
-            for change in c.chain_changes[:ROWS]:
-                was = " + ".join(quote(v.name) for v in change.old)
-                now = " + ".join(quote(v.name) for v in change.new)
-                verb = "now runs as" if change.kind == "split" else "now run as one"
-                out.append(f"  {change.kind}: {was} {verb} {now}")
+            out += [f"  {change.describe()}" for change in c.chain_changes[:ROWS]]
         if broken:
             out += ["", *_fixes(c, check, accept, self.loses_state(c))]
         return "\n".join(out)
