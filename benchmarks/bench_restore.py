@@ -29,6 +29,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_savepoint import MetadataWriter, checkpoint_properties  # noqa: E402
 
 from pytest_opid import fingerprint  # noqa: E402
 from pytest_opid.flink.builder import StreamEnvironment  # noqa: E402
@@ -73,54 +76,17 @@ def build_job(operators: int, *, inserted: bool = False) -> Fingerprint:
     return fingerprint(env)
 
 
-class _Out:
-    """Just enough of java.io.DataOutputStream."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def u8(self, value: int) -> None:
-        self.parts.append(struct.pack(">B", value))
-
-    def i32(self, value: int) -> None:
-        self.parts.append(struct.pack(">i", value))
-
-    def i64(self, value: int) -> None:
-        self.parts.append(struct.pack(">q", value))
-
-    def utf(self, text: str) -> None:
-        data = text.encode("utf-8")
-        self.parts.append(struct.pack(">H", len(data)) + data)
-
-    def inline(self, name: str, size: int) -> None:
-        self.u8(1)  # BYTE_STREAM_HANDLE
-        self.utf(f"file:/savepoints/savepoint-1a2b3c-4d5e6f7a8b9c/{name}")
-        self.i32(size)
-        self.parts.append(bytes(size))
-
-
-def _properties() -> bytes:
-    """A small Java-serialized object where the CheckpointProperties end the file."""
-    out = _Out()
-    out.parts.append(b"\xac\xed\x00\x05")
-    out.u8(0x73)  # TC_OBJECT
-    out.u8(0x72)  # TC_CLASSDESC
-    out.utf("org.apache.flink.runtime.checkpoint.CheckpointProperties")
-    out.i64(2)
-    out.u8(0x02)  # SC_SERIALIZABLE
-    out.parts.append(struct.pack(">h", 1))
-    out.u8(ord("Z"))
-    out.utf("forced")
-    out.u8(0x78)  # TC_ENDBLOCKDATA
-    out.u8(0x70)  # no superclass
-    out.u8(0)  # forced = false
-    return b"".join(out.parts)
+def _inline(out: MetadataWriter, name: str, size: int) -> None:
+    out.u8(1)  # BYTE_STREAM_HANDLE
+    out.utf(f"file:/savepoints/savepoint-1a2b3c-4d5e6f7a8b9c/{name}")
+    out.i32(size)
+    out.raw(bytes(size))
 
 
 def write_metadata(job: Fingerprint) -> bytes:
     """A version 6 ``_metadata`` with one operator state per operator of ``job``."""
-    out = _Out()
-    out.parts.append(struct.pack(">iiq", 0x4960672D, 6, 42))
+    out = MetadataWriter()
+    out.raw(struct.pack(">iiq", 0x4960672D, 6, 42))
     out.i32(0)  # no master states
     out.i32(len(job.operators))
     max_parallelism = {v.id: v.max_parallelism for v in job.job_vertices}
@@ -128,13 +94,13 @@ def write_metadata(job: Fingerprint) -> bytes:
         kind = "source" if op.name.startswith("Source: ") else "keyed" if op.stateful else "none"
         out.utf(op.name)
         out.utf(op.uid or "")
-        out.parts.append(bytes.fromhex(op.operator_id))
+        out.raw(bytes.fromhex(op.operator_id))
         parallelism = op.parallelism
         vmax = max_parallelism.get(op.job_vertex or "", -1)
         out.i32(parallelism)
         out.i32(vmax if vmax != -1 else default_max_parallelism(parallelism))
         if kind == "source":
-            out.inline("coordinator", 64)
+            _inline(out, "coordinator", 64)
         else:
             out.u8(0)
         out.i32(parallelism)
@@ -149,7 +115,7 @@ def write_metadata(job: Fingerprint) -> bytes:
                 out.u8(0)
                 out.i32(1)
                 out.i64(0)
-                out.inline(f"op-{subtask}", 48)
+                _inline(out, f"op-{subtask}", 48)
             else:
                 out.i32(0)
             out.i32(0)  # raw operator state
@@ -157,16 +123,16 @@ def write_metadata(job: Fingerprint) -> bytes:
                 out.u8(12)  # KEY_GROUPS_HANDLE_V2
                 out.i32(subtask * groups)
                 out.i32(groups)
-                out.parts.append(b"".join(struct.pack(">q", 8 * g) for g in range(groups)))
-                out.inline(f"keyed-{subtask}", 8 * groups)
+                out.raw(b"".join(struct.pack(">q", 8 * g) for g in range(groups)))
+                _inline(out, f"keyed-{subtask}", 8 * groups)
                 out.utf(f"{subtask:032x}")
             else:
                 out.u8(0)
             out.u8(0)  # raw keyed state
             out.i32(0)  # input channel state
             out.i32(0)  # result subpartition state
-    out.parts.append(_properties())
-    return b"".join(out.parts)
+    out.raw(checkpoint_properties())
+    return out.getvalue()
 
 
 def timed(action: Callable[[], object], runs: int = RUNS) -> tuple[float, float]:

@@ -38,8 +38,9 @@ STATES = 10_000
 RUNS = 7
 
 
-class _Out:
-    """Just enough of java.io.DataOutputStream (ASCII strings only)."""
+class MetadataWriter:
+    """Just enough of java.io.DataOutputStream to write a ``_metadata`` (shared with
+    bench_restore.py)."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -54,7 +55,7 @@ class _Out:
         self.parts.append(struct.pack(">q", value))
 
     def utf(self, text: str) -> None:
-        data = text.encode("ascii")
+        data = text.encode("utf-8")  # Java's modified UTF-8, for the text we write
         self.parts.append(struct.pack(">H", len(data)) + data)
 
     def raw(self, data: bytes) -> None:
@@ -64,7 +65,7 @@ class _Out:
         return b"".join(self.parts)
 
 
-def _inline(out: _Out, rng: random.Random, name: str) -> None:
+def _inline(out: MetadataWriter, rng: random.Random, name: str) -> None:
     size = rng.randrange(50, 400)
     out.u8(1)  # BYTE_STREAM_HANDLE
     out.utf(f"file:/flink/savepoints/savepoint-1a2b3c-4d5e6f7a8b9c/{name}")
@@ -72,20 +73,22 @@ def _inline(out: _Out, rng: random.Random, name: str) -> None:
     out.raw(bytes(size))
 
 
-def _relative(out: _Out, rng: random.Random) -> None:
+def _relative(out: MetadataWriter, rng: random.Random) -> None:
     out.u8(6)  # RELATIVE_STREAM_HANDLE
     out.utf(f"{rng.getrandbits(128):032x}")
     out.i64(rng.randrange(20_000, 5_000_000))
 
 
-def _stream(out: _Out, rng: random.Random, name: str) -> None:
+def _stream(out: MetadataWriter, rng: random.Random, name: str) -> None:
     if rng.random() < 0.8:
         _inline(out, rng, name)
     else:
         _relative(out, rng)
 
 
-def _subtask(out: _Out, rng: random.Random, kind: str, subtask: int, parallelism: int) -> None:
+def _subtask(
+    out: MetadataWriter, rng: random.Random, kind: str, subtask: int, parallelism: int
+) -> None:
     # Managed operator state.
     if kind == "operator":
         out.i32(1)
@@ -145,9 +148,9 @@ def _subtask(out: _Out, rng: random.Random, kind: str, subtask: int, parallelism
         out.i32(0)
 
 
-def _properties() -> bytes:
+def checkpoint_properties() -> bytes:
     """A small Java-serialized object where CheckpointProperties would be."""
-    out = _Out()
+    out = MetadataWriter()
     out.raw(b"\xac\xed\x00\x05")
     out.u8(0x73)  # TC_OBJECT
     out.u8(0x72)  # TC_CLASSDESC
@@ -172,7 +175,7 @@ def _properties() -> bytes:
 def build_metadata(states: int, seed: int = 1) -> bytes:
     """A version 6 ``_metadata`` of ``states`` operator states."""
     rng = random.Random(seed)
-    out = _Out()
+    out = MetadataWriter()
     out.raw(struct.pack(">iiq", 0x4960672D, 6, 1234))
     out.i32(0)  # no master states
     out.i32(states)
@@ -192,7 +195,7 @@ def build_metadata(states: int, seed: int = 1) -> bytes:
         for subtask in range(parallelism):
             out.i32(subtask)
             _subtask(out, rng, kind, subtask, parallelism)
-    out.raw(_properties())
+    out.raw(checkpoint_properties())
     return out.getvalue()
 
 
