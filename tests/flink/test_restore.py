@@ -12,7 +12,6 @@ import copy
 import gzip
 import json
 import re
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +40,12 @@ BY_SEED = {case["case"]["seed"]: case for case in CASES}
 
 
 @pytest.fixture(scope="session")
-def savepoints(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    """Every archive extracted once per session; the directory holding each ``_metadata``."""
-    root = tmp_path_factory.mktemp("flink-restore-check")
-    out = {}
-    for case in CASES:
-        target = root / str(case["case"]["seed"])
-        with tarfile.open(DATA / case["savepoint"], "r:gz") as tar:
-            tar.extractall(target, filter="data")
-        out[case["case"]["seed"]] = target / case["savepoint_root"]
-    return out
+def savepoints(extracted: Path) -> dict[int, Path]:
+    """The directory holding each case's ``_metadata`` (extracted once, see conftest.py)."""
+    return {
+        case["case"]["seed"]: extracted / str(case["case"]["seed"]) / case["savepoint_root"]
+        for case in CASES
+    }
 
 
 def agrees(check: RestoreCheck, flink: dict[str, Any]) -> bool:

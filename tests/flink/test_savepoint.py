@@ -39,17 +39,6 @@ SEEDS = [case["case"]["seed"] for case in CASES]
 BY_SEED = {case["case"]["seed"]: case for case in CASES}
 
 
-@pytest.fixture(scope="session")
-def extracted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every archive, extracted once per session into ``<tmp>/<seed>/``."""
-    root = tmp_path_factory.mktemp("flink-restore")
-    for case in CASES:
-        target = root / str(case["case"]["seed"])
-        with tarfile.open(DATA / case["savepoint"], "r:gz") as tar:
-            tar.extractall(target, filter="data")
-    return root
-
-
 def _root(extracted: Path, seed: int) -> Path:
     return extracted / str(seed) / BY_SEED[seed]["savepoint_root"]
 
