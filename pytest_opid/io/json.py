@@ -18,7 +18,16 @@ from typing import Any
 
 from pytest_opid.errors import DocumentError
 
-__all__ = ["check_hex_id", "describe_json", "parse_json", "read_json", "read_text", "short"]
+__all__ = [
+    "check_hex_id",
+    "describe_json",
+    "key_count",
+    "parse_json",
+    "read_bytes",
+    "read_json",
+    "read_text",
+    "short",
+]
 
 #: Longest integer literal we read: 64-bit integers have at most 20 characters.
 _MAX_INT_CHARS = 20
@@ -34,17 +43,23 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     return parse_json(read_text(path), str(path), empty="the file is empty")
 
 
-def read_text(path: str | os.PathLike[str]) -> str:
-    """A UTF-8 text file's contents; a missing file, a directory, an unreadable file or bytes
-    that are not UTF-8 are a :class:`DocumentError` naming the file."""
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """A file's bytes; a missing file, a directory or an unreadable file is a
+    :class:`DocumentError` naming the file."""
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise DocumentError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DocumentError(f"{path}: cannot read: it is a directory, not a file") from None
     except OSError as exc:
         raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A UTF-8 text file's contents; a missing file, a directory, an unreadable file or bytes
+    that are not UTF-8 are a :class:`DocumentError` naming the file."""
+    data = read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -83,6 +98,19 @@ def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any
     if _SURROGATE_ESCAPE.search(text):
         _check_surrogates(data, origin)
     return data
+
+
+def key_count(raw: bytes, colons_in_strings: int) -> int:
+    """How many keys the JSON text ``raw`` spells out, counting repeats.
+
+    Schema-driven decoders (msgspec) keep the last of a repeated key silently. A loader that
+    decoded ``raw`` with such a decoder compares this count with the keys its objects hold: more
+    here means a repeated key, and the loader re-reads the input on the precise path, which names
+    it. Outside strings a colon only ever separates a key from its value, so the count is every
+    colon less those inside strings; the caller knows the latter from the decoded strings (keys
+    the decoder accepted are known names without colons).
+    """
+    return raw.count(b":") - colons_in_strings
 
 
 class _Invalid(ValueError):
