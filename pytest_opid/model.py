@@ -177,7 +177,31 @@ class Topology:
         object.__setattr__(self, "runtime_mode", runtime_mode)
         object.__setattr__(self, "_index", {})
         with gc_paused():
-            self._validate()
+            self._validate(check_fields=True)
+
+    @classmethod
+    def from_checked(
+        cls,
+        operators: Sequence[Operator],
+        edges: Sequence[Edge],
+        chaining_enabled: bool = True,
+        chain_different_max_parallelism: bool = True,
+        runtime_mode: RuntimeMode = RuntimeMode.STREAMING,
+    ) -> Topology:
+        """A topology from operators and edges whose every field a loader has already checked
+        (types, ranges, enum members, ``uid_hash`` digits, text without lone surrogates), as a
+        schema-driven decoder does in C. Only the structure is checked here: unique ids and uids,
+        edges between existing operators, no cycle. Anything else must use the constructor."""
+        self = cls.__new__(cls)
+        object.__setattr__(self, "operators", tuple(operators))
+        object.__setattr__(self, "edges", tuple(edges))
+        object.__setattr__(self, "chaining_enabled", chaining_enabled)
+        object.__setattr__(self, "chain_different_max_parallelism", chain_different_max_parallelism)
+        object.__setattr__(self, "runtime_mode", runtime_mode)
+        object.__setattr__(self, "_index", {})
+        with gc_paused():
+            self._validate(check_fields=False)
+        return self
 
     # -- structure -------------------------------------------------------------------------
 
@@ -243,7 +267,7 @@ class Topology:
 
     # -- validation ------------------------------------------------------------------------
 
-    def _validate(self) -> None:
+    def _validate(self, check_fields: bool) -> None:
         for flag in ("chaining_enabled", "chain_different_max_parallelism"):
             if not isinstance(getattr(self, flag), bool):
                 raise TopologyError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
@@ -252,6 +276,14 @@ class Topology:
                 f"runtime_mode must be RuntimeMode.STREAMING or RuntimeMode.BATCH, "
                 f"got {self.runtime_mode!r}"
             )
+        if check_fields:
+            self._check_each()
+        else:
+            self._check_structure()
+        self.__dict__["topological_order"] = self._topological_order()
+
+    def _check_each(self) -> None:
+        """Every operator and edge in turn: its fields, then where it stands in the graph."""
         index = self._index
         uids: dict[str, int] = {}
         for position, op in enumerate(self.operators):
@@ -277,7 +309,41 @@ class Topology:
                         f"edge #{position} ({edge.source} -> {edge.target}) names operator "
                         f"{end!r}, which does not exist"
                     )
-        self.__dict__["topological_order"] = self._topological_order()
+
+    def _check_structure(self) -> None:
+        """The graph alone, for fields checked already: the same errors as :meth:`_check_each`
+        gives for such input, found with whole-column operations (a dict built from all ids at
+        once, one comprehension for the edge ends) and a second, precise pass only on failure."""
+        ids = [op.id for op in self.operators]
+        index = self._index
+        index.update(zip(ids, range(len(ids)), strict=True))
+        if len(index) != len(ids):
+            seen: set[int] = set()
+            for node_id in ids:
+                if node_id in seen:
+                    raise TopologyError(f"duplicate operator id {node_id}")
+                seen.add(node_id)
+        uids = [(op.uid, op.id) for op in self.operators if op.uid is not None]
+        if len(set(uid for uid, _ in uids)) != len(uids):
+            first: dict[str, int] = {}
+            for uid, node_id in uids:
+                if uid in first:
+                    raise TopologyError(
+                        f"duplicate uid {uid!r} on operators {first[uid]} and {node_id}"
+                    )
+                first[uid] = node_id
+        try:
+            ends = tuple([(index[e.source], index[e.target]) for e in self.edges])
+        except KeyError:
+            for position, edge in enumerate(self.edges):
+                for end in (edge.source, edge.target):
+                    if end not in index:
+                        raise TopologyError(
+                            f"edge #{position} ({edge.source} -> {edge.target}) names operator "
+                            f"{end!r}, which does not exist"
+                        ) from None
+            raise
+        self.__dict__["edge_ends"] = ends
 
     def _topological_order(self) -> tuple[int, ...]:
         """Kahn's algorithm; on a cycle, raise naming the operators on one."""

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_opid.flink.chaining import flink_chaining
+from pytest_opid.flink.chaining import ChainingRule, flink_chaining
 from pytest_opid.flink.compute import compute
-from pytest_opid.flink.document import topology_from_document
+from pytest_opid.flink.document import decode_document, topology_from_document
 from pytest_opid.flink.plan import topology_from_plan
 from pytest_opid.flink.restore import check_savepoint
 from pytest_opid.flink.rules import FlinkRules
@@ -76,6 +76,11 @@ def _check_savepoint(path: Path, new: Fingerprint, allow_non_restored_state: boo
     )
 
 
+def _decode_document(raw: bytes, chaining: ChainingRule | None) -> Fingerprint | None:
+    topology = decode_document(raw)
+    return None if topology is None else compute(topology, chaining or flink_chaining)
+
+
 def register() -> None:
     """Register this engine's frontends, data formats and rules (the entry point of the
     ``pytest_opid.engines`` group)."""
@@ -95,6 +100,7 @@ def register() -> None:
                 topology_from_document(data), chaining or flink_chaining
             ),
             "a topology document",
+            _decode_document,
         )
     )
     register_format(

@@ -11,11 +11,16 @@ from __future__ import annotations
 import enum
 import json
 import os
+from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from operator import attrgetter, methodcaller
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from pytest_opid.errors import DocumentError, TopologyError
-from pytest_opid.io.json import describe_json, read_json
+from pytest_opid.io.json import describe_json, key_count, read_json
 from pytest_opid.model import (
     ChainingStrategy,
     Edge,
@@ -25,9 +30,10 @@ from pytest_opid.model import (
     RuntimeMode,
     SourceKind,
     Topology,
+    gc_paused,
 )
 
-__all__ = ["dump_document", "load_document", "topology_from_document"]
+__all__ = ["decode_document", "dump_document", "load_document", "topology_from_document"]
 
 VERSION = 1
 
@@ -60,6 +66,15 @@ def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topolog
     """A topology from a document given as a mapping or a path to a JSON file."""
     if isinstance(source, Mapping):
         return topology_from_document(source)
+    try:
+        with open(source, "rb") as f:
+            topology = decode_document(f.read())
+    except OSError:
+        topology = None  # read_json names the problem
+    except (DocumentError, TopologyError) as exc:
+        raise type(exc)(f"{source}: {exc}") from None
+    if topology is not None:
+        return topology
     data = read_json(source)
     try:
         return topology_from_document(data)
@@ -268,3 +283,154 @@ def _json_repr(value: Any) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- the fast path: JSON bytes decoded and checked in C -----------------------------------------
+#
+# msgspec decodes a document straight into these structs and checks every type, range and enum
+# member on the way. Optional keys default to UNSET, so that the keys an object holds can be
+# counted: msgspec keeps the last of a repeated key, and a count that differs from the text's
+# (``key_count``) sends the input to the precise path, which names the repetition. Any input the
+# fast path does not vouch for is read again by ``topology_from_document``, so every error
+# message is the precise path's.
+
+#: 64-bit integers, which msgspec checks in C; the strict reader also takes larger literals of
+#: up to 20 characters, and reads such (unlikely) documents on the precise path.
+_Int = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+#: Parallelism: positive or -1; 0 is caught by a column check.
+_Count = Annotated[int, Meta(ge=-1, le=2**63 - 1)]
+_UidHash = Annotated[str, Meta(pattern=r"^[0-9A-Fa-f]{32}\Z")]
+
+
+class _Node(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A node as the document spells it; field order is :class:`Operator`'s."""
+
+    id: _Int
+    name: str
+    parallelism: _Count | UnsetType = UNSET
+    max_parallelism: _Count | UnsetType = UNSET
+    slot_sharing_group: str | UnsetType | None = UNSET
+    chaining_strategy: ChainingStrategy | UnsetType | None = UNSET
+    uid: str | UnsetType | None = UNSET
+    uid_hash: _UidHash | UnsetType | None = UNSET
+    source: SourceKind | UnsetType | None = UNSET
+    yielding: bool | UnsetType = UNSET
+    parallelism_configured: bool | UnsetType = UNSET
+    stateful: bool | UnsetType | None = msgspec.field(default=UNSET, name="state")
+
+
+class _Edge(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """An edge as the document spells it; field order is :class:`Edge`'s."""
+
+    source: _Int
+    target: _Int
+    partitioner: Partitioner | UnsetType = UNSET
+    type_number: Annotated[int, Meta(ge=0, le=2**63 - 1)] | UnsetType = UNSET
+    exchange_mode: ExchangeMode | UnsetType = UNSET
+
+
+class _Document(msgspec.Struct, forbid_unknown_fields=True):
+    nodes: list[_Node]
+    edges: list[_Edge]
+    version: Literal[1] | UnsetType = UNSET
+    runtime_mode: RuntimeMode | UnsetType = UNSET
+    chaining_enabled: bool | UnsetType = UNSET
+    chain_different_max_parallelism: bool | UnsetType = UNSET
+
+
+class _FullNode(_Node, forbid_unknown_fields=True, gc=False):
+    """A node read a second time, with the model's defaults, when the document omits keys."""
+
+    parallelism: int = -1
+    max_parallelism: int = -1
+    slot_sharing_group: str | None = "default"
+    chaining_strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS
+    uid: str | None = None
+    uid_hash: str | None = None
+    source: SourceKind | None = None
+    yielding: bool = False
+    parallelism_configured: bool = False
+    stateful: bool | None = msgspec.field(default=None, name="state")
+
+
+class _FullEdge(_Edge, forbid_unknown_fields=True, gc=False):
+    partitioner: Partitioner = Partitioner.FORWARD
+    type_number: int = 0
+    exchange_mode: ExchangeMode = ExchangeMode.UNDEFINED
+
+
+class _FullDocument(msgspec.Struct):
+    nodes: list[_FullNode]
+    edges: list[_FullEdge]
+
+
+_DECODER = msgspec.json.Decoder(_Document)
+_FULL_DECODER = msgspec.json.Decoder(_FullDocument)
+_UNSET_COUNT = methodcaller("count", UNSET)
+_astuple = msgspec.structs.astuple
+_NODE_KEYS_MAX = len(_Node.__struct_fields__)
+_EDGE_KEYS_MAX = len(_Edge.__struct_fields__)
+
+
+def decode_document(raw: bytes) -> Topology | None:
+    """The topology of a document given as JSON bytes, or ``None`` where the input is not a
+    plainly valid document: the caller then reads it with :func:`topology_from_document`, whose
+    messages name the fault. Structural errors (duplicate ids, cycles...) are raised here as
+    they would be there."""
+    with gc_paused():  # a few objects per operator: the collector's passes would cost more
+        return _decode_document(raw)
+
+
+def _decode_document(raw: bytes) -> Topology | None:
+    try:
+        doc = _DECODER.decode(raw)
+    except (msgspec.MsgspecError, UnicodeDecodeError):  # msgspec checks UTF-8 too
+        return None
+    nodes: list[Any] = doc.nodes
+    edges: list[Any] = doc.edges
+    if not nodes:
+        return None
+    unset_nodes = sum(map(_UNSET_COUNT, map(_astuple, nodes)))
+    unset_edges = sum(map(_UNSET_COUNT, map(_astuple, edges)))
+    top = _astuple(doc)[2:]
+    keys = (
+        2
+        + len(top)
+        - top.count(UNSET)
+        + len(nodes) * _NODE_KEYS_MAX
+        - unset_nodes
+        + len(edges) * _EDGE_KEYS_MAX
+        - unset_edges
+    )
+    if key_count(raw, _colons(nodes)) != keys:
+        return None  # a repeated key
+    if unset_nodes or unset_edges:
+        full = _FULL_DECODER.decode(raw)
+        nodes, edges = full.nodes, full.edges
+    for column in (attrgetter("parallelism"), attrgetter("max_parallelism")):
+        if 0 in set(map(column, nodes)):
+            return None  # parallelism 0: the precise path names the node
+    operators = msgspec.convert(nodes, list[Operator], from_attributes=True)
+    links = msgspec.convert(edges, list[Edge], from_attributes=True)
+    return Topology.from_checked(
+        operators,
+        links,
+        chaining_enabled=_given(doc.chaining_enabled, True),
+        chain_different_max_parallelism=_given(doc.chain_different_max_parallelism, True),
+        runtime_mode=_given(doc.runtime_mode, RuntimeMode.STREAMING),
+    )
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is UNSET else value
+
+
+def _colons(nodes: list[Any]) -> int:
+    """Colons inside the strings of decoded nodes: names, uids and slot sharing groups (the
+    other strings are hex digits and enum names)."""
+    total = "\x00".join(map(attrgetter("name"), nodes)).count(":")
+    for column in (attrgetter("uid"), attrgetter("slot_sharing_group")):
+        for value, times in Counter(map(column, nodes)).items():
+            if type(value) is str:
+                total += value.count(":") * times
+    return total

@@ -20,9 +20,11 @@ from pytest_opid.errors import DocumentError
 
 __all__ = [
     "check_hex_id",
+    "decode_text",
     "describe_json",
     "key_count",
     "parse_json",
+    "parse_json_bytes",
     "read_bytes",
     "read_json",
     "read_text",
@@ -40,7 +42,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Read and parse a JSON file; every way it can fail is a :class:`DocumentError` that
     names the file."""
-    return parse_json(read_text(path), str(path), empty="the file is empty")
+    return parse_json_bytes(read_bytes(path), str(path))
+
+
+def parse_json_bytes(data: bytes, path: str) -> Any:
+    """Parse the bytes of the JSON file at ``path`` (already read), as :func:`read_json` does."""
+    return parse_json(decode_text(data, path), path, empty="the file is empty")
 
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -59,7 +66,12 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 def read_text(path: str | os.PathLike[str]) -> str:
     """A UTF-8 text file's contents; a missing file, a directory, an unreadable file or bytes
     that are not UTF-8 are a :class:`DocumentError` naming the file."""
-    data = read_bytes(path)
+    return decode_text(read_bytes(path), path)
+
+
+def decode_text(data: bytes, path: str | os.PathLike[str]) -> str:
+    """The UTF-8 text of a file's bytes; bytes that are not UTF-8 are a :class:`DocumentError`
+    naming the file."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
