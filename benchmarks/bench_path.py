@@ -1,0 +1,323 @@
+"""The whole path, from a document on disk to a fingerprint's JSON, step by step, next to a plain
+reading of the same work.
+
+``python benchmarks/run.py path`` (or ``python benchmarks/bench_path.py [--readme] [--no-1m]``).
+
+The program is the golden 9,820-operator Flink job (``tests/data/large_10k.jsonl.gz``) ten times
+over, 98,200 operators: the IDs and chains of real Flink output, at the scale of the largest
+jobs. Each step is timed (best of 3, garbage collector on, as in a user's process) next to a
+*reference reading*: the least plain Python that does the same work without our checks and
+types.
+
+* read: the file to a validated ``Topology`` (``load_document``), next to ``json.loads``;
+* IDs + chains: ``compute``, next to a plain ``StreamGraphHasherV2`` over the parsed dict (IDs
+  only, no chains; its IDs are checked equal to ours, so the reference is also a cross-check);
+* JSON: ``Fingerprint.to_json``, next to ``json.dumps`` of a plain list of the same operators;
+* whole: file to JSON text, next to the three references in a row.
+
+The ratio (ours / reference) is the figure to watch: the machine's speed changes from day to
+day, the ratio much less. Peak memory is tracemalloc's, in a separate run. Last, ``opid
+fingerprint --json`` of a seeded 1,000,000-operator pipeline runs as a command, with its wall
+time and the process's peak RSS, next to a process that only does ``json.loads`` and
+``json.dumps`` of the same file.
+
+``--readme`` rewrites the table between ``<!-- bench:path -->`` markers in README.md.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import mmh3
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from pytest_opid.flink.compute import compute  # noqa: E402
+from pytest_opid.flink.document import dump_document, load_document  # noqa: E402
+
+LARGE = ROOT / "tests" / "data" / "large_10k.jsonl.gz"
+COPIES = 10
+MARKERS = ("<!-- bench:path -->", "<!-- /bench:path -->")
+
+
+def big_document() -> dict[str, Any]:
+    """The golden 9,820-operator document, ``COPIES`` times, ids shifted and uids suffixed."""
+    with gzip.open(LARGE, "rt", encoding="utf-8") as f:
+        doc = json.loads(f.readline())["topology"]
+    span = max(n["id"] for n in doc["nodes"]) + 1
+    nodes, edges = [], []
+    for k in range(COPIES):
+        for n in doc["nodes"]:
+            nodes.append({**n, "id": n["id"] + k * span, "uid": n["uid"] and f"{n['uid']}-{k}"})
+        for e in doc["edges"]:
+            edges.append({**e, "source": e["source"] + k * span, "target": e["target"] + k * span})
+    rest = {key: value for key, value in doc.items() if key not in ("nodes", "edges")}
+    return {**rest, "nodes": nodes, "edges": edges}
+
+
+# -- the reference reading ---------------------------------------------------------------------
+
+
+def plain_ids(doc: dict[str, Any]) -> dict[int, str]:
+    """OperatorIDs the plain way: Flink's rule and walk over the parsed dict, nothing checked.
+
+    This is what a careful script would do: chainability per edge (one input, forward, same
+    slot sharing group and parallelism, strategies), then the breadth-first walk with the
+    counter, the chained outputs and the inputs folded in."""
+    nodes = {n["id"]: n for n in doc["nodes"]}
+    outs: dict[int, list[dict]] = {i: [] for i in nodes}
+    ins: dict[int, list[int]] = {i: [] for i in nodes}
+    for e in doc["edges"]:
+        outs[e["source"]].append(e)
+        ins[e["target"]].append(e["source"])
+
+    def chainable(e: dict) -> bool:
+        up, down = nodes[e["source"]], nodes[e["target"]]
+        if not doc.get("chaining_enabled", True) or len(ins[e["target"]]) != 1:
+            return False
+        if e.get("partitioner", "FORWARD") != "FORWARD" or e.get("exchange_mode") == "BATCH":
+            return False
+        if up.get("slot_sharing_group") != down.get("slot_sharing_group"):
+            return False
+        if up.get("parallelism") != down.get("parallelism"):
+            return False
+        if not doc.get("chain_different_max_parallelism", True) and up.get(
+            "max_parallelism"
+        ) != down.get("max_parallelism"):
+            return False
+        a, b = up.get("chaining_strategy", "ALWAYS"), down.get("chaining_strategy", "ALWAYS")
+        if a is None or b is None or a == "NEVER":
+            return False
+        return b == "ALWAYS" or (b == "HEAD_WITH_SOURCES" and up.get("source") == "new")
+
+    hashes: dict[int, bytes] = {}
+    queue = deque(sorted(i for i in nodes if not ins[i]))
+    visited = set(queue)
+    while queue:
+        node = queue.popleft()
+        n = nodes[node]
+        if n.get("uid") is not None:
+            h = mmh3.hash_bytes(n["uid"].encode(), 0)
+        elif any(i not in hashes for i in ins[node]):
+            visited.discard(node)
+            continue
+        else:
+            counter = len(hashes).to_bytes(4, "little", signed=True)
+            h = mmh3.hash_bytes(counter * (1 + sum(map(chainable, outs[node]))), 0)
+            for i in ins[node]:
+                h = bytes(((b * 37) & 0xFF) ^ x for b, x in zip(h, hashes[i], strict=True))
+        hashes[node] = h
+        for e in outs[node]:
+            if e["target"] not in visited:
+                visited.add(e["target"])
+                queue.append(e["target"])
+    return {i: h.hex() for i, h in hashes.items()}
+
+
+def plain_json(doc: dict[str, Any], ids: dict[int, str]) -> str:
+    return json.dumps(
+        [{"node": n["id"], "name": n["name"], "id": ids[n["id"]]} for n in doc["nodes"]]
+    )
+
+
+def plain_whole(path: str) -> str:
+    with open(path, "rb") as f:
+        doc = json.loads(f.read())
+    return plain_json(doc, plain_ids(doc))
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+def best(fn: Callable[[], object], runs: int = 3) -> float:
+    seconds = float("inf")
+    for _ in range(runs):
+        gc.collect()
+        start = time.perf_counter()
+        result = fn()
+        seconds = min(seconds, time.perf_counter() - start)
+        del result
+    return seconds
+
+
+def peak_mib(fn: Callable[[], object]) -> float:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        result = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del result
+    return peak / 2**20
+
+
+def ours_whole(path: str) -> str:
+    return compute(load_document(path)).to_json()
+
+
+def run_with_rss(args: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of a fresh Python process running ``args`` (a script)."""
+    probe = (
+        "import resource, runpy, sys\n"
+        "sys.argv = sys.argv[1:]\n"
+        "try:\n"
+        "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "else:\n"
+        "    code = 0\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    wall = time.perf_counter() - start
+    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024
+
+
+def million(tmp: Path) -> dict[str, float]:
+    """``opid fingerprint --json`` of a seeded 1,000,000-operator pipeline, as a command."""
+    sys.path.insert(0, str(HERE))
+    from bench_core import random_topology  # the same seeded jobs as the core benchmark
+
+    path = tmp / "million.json"
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(dump_document(random_topology(1_000_000, seed=1_000_000)), f)
+    cli = tmp / "opid_json.py"
+    cli.write_text(
+        "import sys\nfrom pytest_opid.cli import main\n"
+        f"sys.exit(main(['fingerprint', {str(path)!r}, '--json']))\n",
+        encoding="utf-8",
+    )
+    plain = tmp / "plain_json.py"
+    plain.write_text(
+        "import json, sys\n"
+        f"doc = json.loads(open({str(path)!r}, 'rb').read())\n"
+        "sys.stdout.write(json.dumps(doc))\n",
+        encoding="utf-8",
+    )
+    ours = min((run_with_rss([str(cli)]) for _ in range(2)), key=lambda r: r[0])
+    reference = min((run_with_rss([str(plain)]) for _ in range(2)), key=lambda r: r[0])
+    return {
+        "mib": path.stat().st_size / 2**20,
+        "ours_s": ours[0],
+        "ours_rss": ours[1],
+        "ref_s": reference[0],
+        "ref_rss": reference[1],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv or [])
+    doc = big_document()
+    operators = len(doc["nodes"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "program.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        size = os.path.getsize(path) / 2**20
+        with open(path, "rb") as f:
+            raw = f.read()
+
+        topology = load_document(path)
+        fp = compute(topology)
+        parsed = json.loads(raw)
+        reference_ids = plain_ids(parsed)
+        mismatches = sum(reference_ids[op.node] != op.operator_id for op in fp.operators)
+        assert mismatches == 0, f"the reference hasher disagrees on {mismatches} operators"
+
+        rows = [
+            ("read: file -> Topology", lambda: load_document(path), lambda: json.loads(raw)),
+            ("IDs + chains", lambda: compute(topology), lambda: plain_ids(parsed)),
+            ("JSON text", fp.to_json, lambda: plain_json(parsed, reference_ids)),
+            ("whole: file -> JSON text", lambda: ours_whole(path), lambda: plain_whole(path)),
+        ]
+        print(
+            f"{operators:,} operators, {len(doc['edges']):,} edges, "
+            f"{len(fp.job_vertices):,} job vertices; document {size:.1f} MiB"
+        )
+        print(f"  {'step':<26} {'ours':>9} {'reference':>10} {'ratio':>6} {'peak MiB':>9}")
+        results = []
+        for label, ours, reference in rows:
+            mine, theirs = best(ours), best(reference)
+            peak = peak_mib(ours)
+            results.append((label, mine, theirs, peak))
+            print(
+                f"  {label:<26} {mine * 1000:7.0f} ms {theirs * 1000:8.0f} ms "
+                f"{mine / theirs:6.2f} {peak:9.0f}",
+                flush=True,
+            )
+        big = None if "--no-1m" in argv else million(Path(tmp))
+    if big is not None:
+        print(
+            f"opid fingerprint --json, 1,000,000 operators ({big['mib']:.0f} MiB document): "
+            f"{big['ours_s']:.1f} s, peak RSS {big['ours_rss']:.0f} MiB; json.loads + "
+            f"json.dumps of it: {big['ref_s']:.1f} s, {big['ref_rss']:.0f} MiB"
+        )
+    table = render_table(operators, size, results, big)
+    print()
+    print(table)
+    if "--readme" in argv:
+        write_readme(table)
+
+
+def render_table(
+    operators: int, size: float, results: list[tuple[str, float, float, float]], big: Any
+) -> str:
+    lines = [
+        f"`python benchmarks/run.py path`: the {operators:,}-operator program ({size:.0f} MiB "
+        "document), best of 3; reference = plain Python doing the same work (see the script).",
+        "",
+        "| step | ours | reference | ours / reference | peak memory |",
+        "|---|---|---|---|---|",
+    ]
+    for label, mine, theirs, peak in results:
+        lines.append(
+            f"| {label} | {mine * 1000:,.0f} ms | {theirs * 1000:,.0f} ms | "
+            f"{mine / theirs:.2f} | {peak:,.0f} MiB |"
+        )
+    if big is not None:
+        lines.append(
+            f"| `opid fingerprint --json`, 1,000,000 operators ({big['mib']:.0f} MiB) | "
+            f"{big['ours_s']:.1f} s, {big['ours_rss']:,.0f} MiB RSS | "
+            f"{big['ref_s']:.1f} s, {big['ref_rss']:,.0f} MiB RSS (json.loads + json.dumps) | "
+            f"{big['ours_s'] / big['ref_s']:.2f} | |"
+        )
+    return "\n".join(lines)
+
+
+def write_readme(table: str) -> None:
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    start, end = MARKERS
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no {start} ... {end} section")
+    readme.write_text(pattern.sub(lambda _: f"{start}\n{table}\n{end}", text), encoding="utf-8")
+    print("README.md updated")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
