@@ -15,7 +15,7 @@ reader), :mod:`.restore` (Flink's restore verdict from a savepoint or an old fin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +76,13 @@ def _check_savepoint(path: Path, new: Fingerprint, allow_non_restored_state: boo
     )
 
 
-def _decode_document(raw: bytes, chaining: ChainingRule | None) -> Fingerprint | None:
+def _decode_document(
+    raw: bytes, chaining: ChainingRule | None
+) -> Callable[[], Fingerprint] | None:
     topology = decode_document(raw)
-    return None if topology is None else compute(topology, chaining or flink_chaining)
+    if topology is None:
+        return None
+    return lambda: compute(topology, chaining or flink_chaining)
 
 
 def register() -> None:

@@ -404,21 +404,27 @@ def _decode_document(raw: bytes) -> Topology | None:
     )
     if key_count(raw, _colons(nodes)) != keys:
         return None  # a repeated key
+    settings = {
+        "chaining_enabled": _given(doc.chaining_enabled, True),
+        "chain_different_max_parallelism": _given(doc.chain_different_max_parallelism, True),
+        "runtime_mode": _given(doc.runtime_mode, RuntimeMode.STREAMING),
+    }
+    del doc  # from here on, each reading is let go of as soon as it is used
     if unset_nodes or unset_edges:
+        # Keys were left out: read again with the model's defaults (msgspec.convert takes no
+        # UNSET).
+        del nodes, edges
         full = _FULL_DECODER.decode(raw)
         nodes, edges = full.nodes, full.edges
+        del full
     for column in (attrgetter("parallelism"), attrgetter("max_parallelism")):
         if 0 in set(map(column, nodes)):
             return None  # parallelism 0: the precise path names the node
     operators = msgspec.convert(nodes, list[Operator], from_attributes=True)
+    del nodes
     links = msgspec.convert(edges, list[Edge], from_attributes=True)
-    return Topology.from_checked(
-        operators,
-        links,
-        chaining_enabled=_given(doc.chaining_enabled, True),
-        chain_different_max_parallelism=_given(doc.chain_different_max_parallelism, True),
-        runtime_mode=_given(doc.runtime_mode, RuntimeMode.STREAMING),
-    )
+    del edges
+    return Topology.from_checked(operators, links, **settings)
 
 
 def _given(value: Any, default: Any) -> Any:

@@ -64,10 +64,12 @@ class DataFormat:
     recognises: Callable[[Mapping[str, Any]], bool]
     read: Callable[[Any, Any], Fingerprint]  # (parsed JSON, chaining rule or None)
     description: str
-    #: Optional fast path from a file's bytes, (bytes, chaining rule or None): a fingerprint,
-    #: or None where the bytes are not plainly this format (then they are parsed and ``read``
-    #: names the fault). It must accept exactly what ``read`` accepts, with the same results.
-    decode: Callable[[bytes, Any], Fingerprint | None] | None = None
+    #: Optional fast path from a file's bytes, (bytes, chaining rule or None): a function
+    #: that finishes the fingerprint once the bytes are let go of (a large file's bytes weigh
+    #: as much as its topology), or None where the bytes are not plainly this format (then they
+    #: are parsed and ``read`` names the fault). It must accept exactly what ``read`` accepts,
+    #: with the same results.
+    decode: Callable[[bytes, Any], Callable[[], Fingerprint] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -255,19 +257,27 @@ def read_file(path: str, format: str | None, chaining: Any) -> Fingerprint:
     path vouches for them (a saved fingerprint, then the formats that have one), else parsed
     strictly and read by :func:`read_data`, whose errors name the fault."""
     raw = read_bytes(path)
-    decoders = [
-        f.decode
-        for f in _REGISTRY.formats.values()
-        if f.decode is not None and format in (None, f.name)
-    ]
     try:
-        for decode in decoders:
-            fp = decode(raw, chaining)
-            if fp is not None:
-                return fp
+        finish = _decode(raw, format, chaining)
+        if finish is not None:
+            del raw
+            return finish()
     except OpidError as exc:
         raise type(exc)(f"{path}: {exc}") from None
     return read_data(parse_json_bytes(raw, path), format, chaining, path)
+
+
+def _decode(raw: bytes, format: str | None, chaining: Any) -> Callable[[], Fingerprint] | None:
+    if format in (None, "fingerprint"):
+        fp = Fingerprint.decode_fast(raw)
+        if fp is not None:
+            return lambda: fp
+    for f in _REGISTRY.formats.values():
+        if f.decode is not None and format in (None, f.name):
+            finish = f.decode(raw, chaining)
+            if finish is not None:
+                return finish
+    return None
 
 
 def read_data(data: Any, format: str | None, chaining: Any, origin: str | None) -> Fingerprint:
