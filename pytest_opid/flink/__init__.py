@@ -76,9 +76,7 @@ def _check_savepoint(path: Path, new: Fingerprint, allow_non_restored_state: boo
     )
 
 
-def _decode_document(
-    raw: bytes, chaining: ChainingRule | None
-) -> Callable[[], Fingerprint] | None:
+def _decode_document(raw: bytes, chaining: ChainingRule | None) -> Callable[[], Fingerprint] | None:
     topology = decode_document(raw)
     if topology is None:
         return None
