@@ -1,27 +1,38 @@
-"""``opid diff`` of two 100,000-operator pipelines of repeated names, against reading them.
+"""``opid diff`` of two 100,000-operator pipelines of repeated names, step by step, against
+reading them.
 
-The reference reading is ``json.loads`` of both saved fingerprints, the least any diff must do;
-the ratio says how much the comparison adds on top. Names repeat (``Map``, ``Filter``,
-``Project``), the case that made a sequence alignment quadratic.
+The reference reading is ``json.loads`` of both saved fingerprints (and msgspec's untyped
+decode), the least any diff must do; the ratios say what validation, the comparison and the
+explanation add on top. Names repeat (``Map``, ``Filter``, ``Project``), the case that made a
+sequence alignment quadratic. Peak memory (tracemalloc) is measured in a separate pass, because
+tracing allocations slows Python down several times.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import sys
 import tempfile
 import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+
+import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_opid.cli import main as opid
+from pytest_opid.comparison import Check, compare
 from pytest_opid.flink.builder import source
-from pytest_opid.io.registry import load_input
+from pytest_opid.render.explain import render
+from pytest_opid.result import Fingerprint
 
 NAMES = ("Map", "Filter", "Project")
+RUNS = 3
 
 
 def pipeline(size: int, insert_at: int | None = None) -> object:
@@ -35,6 +46,28 @@ def pipeline(size: int, insert_at: int | None = None) -> object:
     return stream.sink("Out")
 
 
+def best(fn: Callable[[], object]) -> tuple[float, object]:
+    """The best of a few runs, each starting from a collected heap."""
+    times = []
+    result: object = None
+    for _ in range(RUNS):
+        gc.collect()
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def peak(fn: Callable[[], object]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def main() -> None:
     import pytest_opid
 
@@ -42,39 +75,67 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old.json"
         new = Path(tmp) / "new.json"
-        old.write_text(pytest_opid.fingerprint(pipeline(size)).to_json())
-        new.write_text(pytest_opid.fingerprint(pipeline(size, insert_at=size // 2)).to_json())
-        start = time.perf_counter()
-        for path in (old, new):
-            json.loads(path.read_text())
-        reading = time.perf_counter() - start
-        loads = []
-        for _ in range(3):
-            start = time.perf_counter()
-            for path in (old, new):
-                load_input(str(path))
-            loads.append(time.perf_counter() - start)
-        loading = min(loads)
-        runs = []
-        for _ in range(3):
+        fp_old = pytest_opid.fingerprint(pipeline(size))
+        fp_new = pytest_opid.fingerprint(pipeline(size, insert_at=size // 2))
+        writing, text = best(fp_old.to_json)
+        assert isinstance(text, str)
+        old.write_text(text, encoding="utf-8")
+        new.write_text(fp_new.to_json(), encoding="utf-8")
+        paths = (old, new)
+        megabytes = sum(p.stat().st_size for p in paths) / 1e6
+
+        loads, _ = best(lambda: [json.loads(p.read_bytes()) for p in paths])
+        generic, _ = best(lambda: [msgspec.json.decode(p.read_bytes()) for p in paths])
+        reading, pair = best(lambda: [Fingerprint.from_json(p.read_bytes(), str(p)) for p in paths])
+        a, b = pair  # type: ignore[misc]
+        assert a == fp_old and b == fp_new
+        comparing, comparison = best(lambda: compare(a, b))
+        judging, _ = best(lambda: compare(a, b).breaks(Check.IDS))
+        rendering, _ = best(lambda: render(comparison, Check.IDS, accept=None))  # type: ignore[arg-type]
+
+        def diff() -> int:
             sink = io.StringIO()
-            start = time.perf_counter()
             with contextlib.redirect_stdout(sink):
                 code = opid(["diff", str(old), str(new)])
-            runs.append(time.perf_counter() - start)
-        best = min(runs)
-        lines = sink.getvalue().count("\n")
-    print(f"opid diff of two {size:,}-operator pipelines (names repeat; one filter inserted)")
-    print(f"  reference: json.loads of both files       {reading * 1000:8.0f} ms")
+            diff.lines = sink.getvalue().count("\n")  # type: ignore[attr-defined]
+            return code
+
+        whole, code = best(diff)
+        peak_read = peak(lambda: [Fingerprint.from_json(p.read_bytes(), str(p)) for p in paths])
+        peak_loads = peak(lambda: [json.loads(p.read_bytes()) for p in paths])
+        peak_diff = peak(diff)
+
+    def row(label: str, seconds: float, note: str = "") -> None:
+        print(f"  {label:<50} {seconds * 1000:8.0f} ms  {note}".rstrip())
+
     print(
-        f"  reading both as fingerprints (validated)  {loading * 1000:8.0f} ms  "
-        f"ratio {loading / reading:.1f}x to json.loads"
+        f"opid diff of two {size:,}-operator pipelines (names repeat; one filter inserted), "
+        f"{megabytes:.0f} MB of saved fingerprints"
+    )
+    row("write one (to_json)", writing)
+    row("reference: json.loads of both", loads)
+    row("reference: msgspec untyped decode of both", generic, f"{generic / loads:.2f}x json.loads")
+    row(
+        "read A+B (Fingerprint.from_json, validated)", reading, f"{reading / loads:.2f}x json.loads"
+    )
+    row("compare", comparing, f"{comparing / reading:.2f}x reading")
+    row(
+        "compare + verdict (breaks: engine restore rules)",
+        judging,
+        f"{judging / reading:.2f}x reading",
+    )
+    row("render the explanation", rendering)
+    row(
+        "opid diff (read, compare, explain)",
+        whole,
+        f"{whole / loads:.2f}x json.loads, {whole / reading:.2f}x reading; exit {code}, "
+        f"{diff.lines} lines printed",  # type: ignore[attr-defined]
     )
     print(
-        f"  opid diff (read, compare, explain)        {best * 1000:8.0f} ms  "
-        f"ratio {best / reading:.1f}x to json.loads, {best / loading:.2f}x to reading; "
-        f"exit {code}, {lines} lines printed"
+        f"  peak memory: read A+B {peak_read / 2**20:.0f} MiB, json.loads of both "
+        f"{peak_loads / 2**20:.0f} MiB, opid diff {peak_diff / 2**20:.0f} MiB"
     )
+
 
 if __name__ == "__main__":
     main()
