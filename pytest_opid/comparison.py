@@ -15,6 +15,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 from typing import Any
 
 from pytest_opid.errors import DocumentError
@@ -211,6 +212,8 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
             f"cannot compare a {old.engine} {old.mode} fingerprint with a {new.engine} "
             f"{new.mode} one: they describe different jobs"
         )
+    if _same_state_ids(old.operators, new.operators):
+        return _unchanged_ids(old, new)
     waiting: dict[str, deque[int]] = defaultdict(deque)
     for i, op in enumerate(new.operators):
         waiting[op.state_id].append(i)
@@ -237,6 +240,44 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
         chain_changes=tuple(_chain_changes(old, new, pairs)),
         state_operator_changes=tuple(_state_changes(old, new)),
         misplaced=tuple(misplaced),
+    )
+
+
+_OPERATOR_ID = itemgetter(OperatorFingerprint._fields.index("operator_id"))
+_USER_ID = itemgetter(OperatorFingerprint._fields.index("user_operator_id"))
+_JOB_VERTEX = itemgetter(OperatorFingerprint._fields.index("job_vertex"))
+
+
+def _same_state_ids(old: Sequence[OperatorFingerprint], new: Sequence[OperatorFingerprint]) -> bool:
+    """Whether both list the same state IDs in the same order, compared as columns (``map``
+    in C): equal operator-ID and user-ID columns settle it without a state ID per operator."""
+    if len(old) != len(new):
+        return False
+    if list(map(_OPERATOR_ID, old)) == list(map(_OPERATOR_ID, new)) and list(
+        map(_USER_ID, old)
+    ) == list(map(_USER_ID, new)):
+        return True
+    return [op.state_id for op in old] == [op.state_id for op in new]
+
+
+def _unchanged_ids(old: Fingerprint, new: Fingerprint) -> Comparison:
+    """:func:`compare` where both sides list the same state IDs in the same order, the common
+    case of a snapshot check: the pairing is then position by position (the k-th old operator
+    with an ID takes the k-th new one with it), nothing is orphaned, added, changed or
+    misplaced (misplacing needs an added operator), and chains changed only if some operator's
+    job vertex did."""
+    kept = tuple(zip(old.operators, new.operators, strict=True))
+    same_vertices = list(map(_JOB_VERTEX, old.operators)) == list(map(_JOB_VERTEX, new.operators))
+    return Comparison(
+        old=old,
+        new=new,
+        kept=kept,
+        changed=(),
+        orphaned=(),
+        added=(),
+        chain_changes=() if same_vertices else tuple(_chain_changes(old, new, kept)),
+        state_operator_changes=tuple(_state_changes(old, new)),
+        misplaced=(),
     )
 
 

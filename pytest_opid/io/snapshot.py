@@ -17,9 +17,12 @@ import json
 import os
 import re
 from collections.abc import Sequence
+from itertools import repeat
+from operator import itemgetter
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import read_text
+from pytest_opid.model import gc_paused
 from pytest_opid.result import (
     ChainedOperator,
     Fingerprint,
@@ -28,7 +31,7 @@ from pytest_opid.result import (
     StateOperator,
     StateStore,
 )
-from pytest_opid.text import quote
+from pytest_opid.text import _UNSAFE, quote
 
 __all__ = ["HEADER", "PREFIX", "dumps", "is_snapshot", "loads", "read_snapshot"]
 
@@ -58,38 +61,51 @@ _NONE = "-"
 
 def dumps(fp: Fingerprint, preamble: Sequence[str] = ()) -> str:
     """The snapshot text of a fingerprint, after ``preamble`` comment lines (the engine's
-    explanation of what it checks). Deterministic: the same fingerprint, the same bytes."""
+    explanation of what it checks). Deterministic: the same fingerprint, the same bytes.
+
+    Built column by column (``zip``, ``map``, one ``json.dumps`` per column of names) rather
+    than cell by cell: a 10k-operator job is written in a few milliseconds."""
+    with gc_paused():  # a few objects per operator: the collector's passes would cost more
+        return _dumps(fp, preamble)
+
+
+def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
     vertex_number = {v.id: f"v{i}" for i, v in enumerate(fp.job_vertices, 1)}
     lines = [HEADER, *(f"# {line}" if line else "#" for line in preamble), "", _JOB]
     lines += _table(("key", "value"), [("engine", quote(fp.engine)), ("mode", quote(fp.mode))])
     lines += ["", _OPERATORS]
-    lines += _table(
+    ops = fp.operators
+    get = vertex_number.get
+    lines += _columns(
         ("vertex", "operator_id", "user_id", "parallelism", "node", "uid", "name"),
         [
-            (
-                vertex_number.get(op.job_vertex or "", _NONE),
-                op.operator_id,
-                op.user_operator_id or _NONE,
-                str(op.parallelism),
-                str(op.node),
-                _quote(op.uid),
-                quote(op.name),
-            )
-            for op in fp.operators
+            [get(j or "", _NONE) for j in map(_JOB_VERTEX, ops)],
+            list(map(_OPERATOR_ID, ops)),
+            [u or _NONE for u in map(_USER_ID, ops)],
+            list(map(str, map(_PARALLELISM, ops))),
+            list(map(str, map(_NODE, ops))),
+            _quote_all(list(map(_UID, ops)), _NONE),
+            _quote_all(list(map(_NAME, ops))),
         ],
     )
     details = [
         (str(op.node), str(op.max_parallelism), _flag(op.stateful))
-        for op in fp.operators
+        for op in ops
         if op.max_parallelism != -1 or op.stateful is not None
     ]
     if details:
         lines += ["", _DETAILS]
         lines += _table(("node", "max_parallelism", "stateful"), details)
     lines += ["", _VERTICES]
-    lines += _table(
+    vertices = fp.job_vertices
+    lines += _columns(
         ("vertex", "id", "parallelism", "name"),
-        [(vertex_number[v.id], v.id, str(v.parallelism), quote(v.name)) for v in fp.job_vertices],
+        [
+            [vertex_number[v.id] for v in vertices],
+            [v.id for v in vertices],
+            [str(v.parallelism) for v in vertices],
+            _quote_all([v.name for v in vertices]),
+        ],
     )
     if fp.state_operators is not None:
         lines += ["", _STATES]
@@ -121,23 +137,59 @@ def dumps(fp: Fingerprint, preamble: Sequence[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+_NODE, _NAME, _OPERATOR_ID, _USER_ID, _UID, _PARALLELISM, _JOB_VERTEX = (
+    itemgetter(OperatorFingerprint._fields.index(field))
+    for field in (
+        "node",
+        "name",
+        "operator_id",
+        "user_operator_id",
+        "uid",
+        "parallelism",
+        "job_vertex",
+    )
+)
+
+
 def _flag(value: bool | None) -> str:
     return _NONE if value is None else ("true" if value else "false")
 
 
 def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     """Left-aligned columns; the header is a comment so it never parses as a row."""
+    return _columns(
+        header, [list(column) for column in zip(*rows, strict=True)] or [[] for _ in header]
+    )
+
+
+def _columns(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
+    """:func:`_table` from columns, padded a column at a time (``map`` over ``str.ljust``)."""
     head = ("# " + header[0], *header[1:])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(header))]
-    out = []
-    for row in [head, *rows]:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        out.append("  ".join([*cells, row[-1]]).rstrip())
-    return out
+    cells = [[h, *c] for h, c in zip(head, columns, strict=True)]
+    padded = [list(map(str.ljust, c, repeat(max(map(len, c))))) for c in cells[:-1]]
+    return list(map(str.rstrip, map("  ".join, zip(*padded, cells[-1], strict=True))))
 
 
 def _quote(value: str | None) -> str:
     return _NONE if value is None else quote(value)
+
+
+def _quote_all(values: Sequence[str | None], none: str = "") -> list[str]:
+    """``[quote(v) for v in values]`` (``none`` for ``None``), with one ``json.dumps`` of the
+    whole column: ``", "`` can only occur between the items of a JSON array (a quote inside a
+    string is escaped), so the array splits back into its items exactly."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return [none] * len(values)
+    text = json.dumps(present, ensure_ascii=False)
+    if _UNSAFE.search(text):
+        quoted = [quote(v) for v in present]
+    else:
+        quoted = [f'"{item}"' for item in text[2:-2].split('", "')]
+    if len(present) == len(values):
+        return quoted
+    it = iter(quoted)
+    return [none if v is None else next(it) for v in values]
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -152,6 +204,16 @@ def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
     version = _HEADERS.get(lines[0].strip()) if lines else None
     if version is None:
         raise DocumentError(f"{origin}: not a pytest-opid topology snapshot (no {HEADER!r} line)")
+    with gc_paused():  # a few objects per operator: the collector's passes would cost more
+        fast = _fast_loads(text, version)
+    if fast is not None:
+        return fast
+    return _precise_loads(lines, version, origin)
+
+
+def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
+    """The reference reader: line by line, every check naming the line at fault. It reads
+    whatever :func:`_fast_loads` declines, and its messages are the ones users see."""
     section = None
     job: dict[str, str] = {}
     ops: list[tuple[str, OperatorFingerprint]] = []
@@ -269,6 +331,185 @@ def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
         mode,
         None if sources is None else tuple(sources),
     )
+
+
+# -- the fast path --------------------------------------------------------------------------------
+#
+# A snapshot written by dumps() (or edited by hand without surprises) is read a section at a
+# time: one findall of a strict row pattern over the whole section tokenizes and checks every
+# row in C, and columns are then converted with map and zip. The patterns accept a subset of
+# what the precise reader accepts (single spaces or more between cells, lower-case IDs, strings
+# without raw control characters), with the same tokens. Anything else makes the fast path
+# return None, and the precise reader reads the text again, so every message and every corner
+# of the format stay the precise reader's. The fast path never accepts a text the precise
+# reader rejects, and reads what it accepts to the same value
+# (tests/core/test_snapshot_speed_paths.py holds it to that).
+
+_ID = "[0-9a-f]{32}"
+_NUMBER = "-?[0-9]{1,10}"
+#: The inside of a JSON string: no raw control character or lone surrogate (json.loads or the
+#: precise reader rejects them), escapes left for json.loads to check.
+_INSIDE = (
+    r'[^"\\\x00-\x1f\ud800-\udfff]*(?:\\[^\x00-\x1f\ud800-\udfff][^"\\\x00-\x1f\ud800-\udfff]*)*'
+)
+#: Every line of a section matches one alternative: a row (groups), a comment or nothing.
+_ROW_PATTERNS = {
+    _JOB: re.compile(rf'^(?:(engine|mode) +"({_INSIDE})"|#.*|)$', re.MULTILINE),
+    _OPERATORS: re.compile(
+        rf'^(?:([^\s"#][^\s"]*) +({_ID}) +(-|{_ID}) +({_NUMBER}) +({_NUMBER}) +'
+        rf'(-(?= )|"{_INSIDE}") *"({_INSIDE})"|#.*|)$',
+        re.MULTILINE,
+    ),
+    _DETAILS: re.compile(rf"^(?:({_NUMBER}) +({_NUMBER}) +(true|false|-)|#.*|)$", re.MULTILINE),
+    _VERTICES: re.compile(
+        rf'^(?:([^\s"#][^\s"]*) +({_ID}) +({_NUMBER}) +"({_INSIDE})"|#.*|)$', re.MULTILINE
+    ),
+}
+_FLAGS: dict[str, bool | None] = {"true": True, "false": False, _NONE: None}
+_Rows = list[tuple[str, ...]]
+
+
+def _fast_loads(text: str, version: int) -> Fingerprint | None:
+    """:func:`loads` for well-formed text, or ``None`` for the precise reader to take over."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")  # the precise reader strips each line
+    chunks = text.split("\n[")
+    if any(line and line[0] != "#" for line in chunks[0].split("\n")[1:]):
+        return None  # a row before the first section
+    sections: dict[str, _Rows] = {}
+    for chunk in chunks[1:]:
+        title, _, body = chunk.partition("\n")
+        name = "[" + title.rstrip()
+        pattern = _ROW_PATTERNS.get(name)
+        if pattern is None or name in sections:
+            return None  # [state operators], [sources], ...: the precise reader
+        if version == 1 and name not in (_OPERATORS, _VERTICES):
+            return None
+        lines = pattern.findall(body)
+        if len(lines) != body.count("\n") + 1:
+            return None  # a line that is neither a plain row nor a comment
+        sections[name] = [row for row in lines if row[1]]
+    job: dict[str, str] = {}
+    for key, value in sections.get(_JOB, []):
+        if key in job:
+            return None
+        job[key] = value
+    mode = job.get("mode", "streaming")
+    if mode not in ("streaming", "batch"):
+        return None
+    return _fast_assemble(
+        _columns_of(sections.get(_OPERATORS, []), 7),
+        _columns_of(sections.get(_VERTICES, []), 4),
+        sections.get(_DETAILS, []),
+        job.get("engine", ""),
+        mode,
+    )
+
+
+def _columns_of(rows: _Rows, width: int) -> list[list[str]]:
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
+
+
+def _fast_assemble(
+    operators: list[list[str]],
+    vertices: list[list[str]],
+    details: _Rows,
+    engine: str,
+    mode: str,
+) -> Fingerprint | None:
+    """The :class:`Fingerprint` the precise reader builds from the same rows."""
+    labels, ids, user_cells, par_cells, node_cells, uid_cells, names = operators
+    v_labels, v_ids, v_pars, v_names = vertices
+    if len(set(v_labels)) != len(v_labels):
+        return None  # the precise reader's last-one-wins; rare enough to leave to it
+    if "\\" in "".join(names) and not _unescape(names):
+        return None
+    if "\\" in "".join(v_names) and not _unescape(v_names):
+        return None
+    uids: list[str | None] = [None if c == _NONE else c[1:-1] for c in uid_cells]
+    if "\\" in "".join(filter(None, uids)) and not _unescape_uids(uids):
+        return None
+    vertex_of: dict[str, str | None] = dict(zip(v_labels, v_ids, strict=True))
+    vertex_of[_NONE] = None  # "-": in no job vertex, whatever [job vertices] lists
+    if not vertex_of.keys() >= set(labels):
+        return None
+    job_vertex = list(map(vertex_of.__getitem__, labels))
+    users = [None if u == _NONE else u for u in user_cells]
+    nodes = list(map(int, node_cells))
+    number = {cell: int(cell) for cell in set(par_cells)}  # a few distinct parallelisms
+    pars = list(map(number.__getitem__, par_cells))
+    count = len(ids)
+    if details and count:
+        # A repeated node: the last row wins, as in the precise reader.
+        table = {int(n): (int(m), _FLAGS[f]) for n, m, f in details}
+        unset = (-1, None)
+        max_pars, stateful = (
+            list(c) for c in zip(*map(table.get, nodes, repeat(unset)), strict=True)
+        )
+        head = dict(zip(ids, max_pars, strict=True))  # a chain's max parallelism is its head's
+        v_max = [head.get(v, -1) for v in v_ids]
+    else:
+        max_pars, stateful = [-1] * count, [None] * count
+        v_max = [-1] * len(v_ids)
+    rows = zip(nodes, names, ids, users, uids, pars, job_vertex, max_pars, stateful, strict=True)
+    ops = tuple(map(tuple.__new__, repeat(OperatorFingerprint), rows))
+    chained = list(map(tuple.__new__, repeat(ChainedOperator), zip(ids, users, strict=True)))
+    members: dict[str, list[int]] = {label: [] for label in v_labels}
+    members[_NONE] = []
+    # members[label].append(i) for every operator, in C.
+    list(map(list.append, map(members.__getitem__, labels), range(count)))
+    groups = [members[label] for label in v_labels]
+    job_vertices = tuple(
+        map(
+            tuple.__new__,
+            repeat(JobVertex),
+            zip(
+                v_ids,
+                v_names,
+                map(int, v_pars),
+                [tuple(map(chained.__getitem__, g)) for g in groups],
+                [tuple(map(nodes.__getitem__, g)) for g in groups],
+                v_max,
+                strict=True,
+            ),
+        )
+    )
+    return Fingerprint(ops, job_vertices, None, engine, mode, None)
+
+
+def _unescape(values: list[str]) -> bool:
+    """Decode, in place, the values holding escapes; ``False`` where one is malformed."""
+    for i, value in enumerate(values):
+        if "\\" in value:
+            decoded = _plain_string(f'"{value}"')
+            if decoded is None:
+                return False
+            values[i] = decoded
+    return True
+
+
+def _unescape_uids(uids: list[str | None]) -> bool:
+    """:func:`_unescape` for the uid column, where ``None`` stands for ``-``."""
+    for i, value in enumerate(uids):
+        if value is not None and "\\" in value:
+            decoded = _plain_string(f'"{value}"')
+            if decoded is None:
+                return False
+            uids[i] = decoded
+    return True
+
+
+def _plain_string(cell: str) -> str | None:
+    """:func:`_string` without the message: the value, or ``None`` where it would raise."""
+    if not cell.startswith('"'):
+        return None
+    try:
+        value = json.loads(cell)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(value, str) or _SURROGATE.search(value):
+        return None
+    return value
 
 
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
