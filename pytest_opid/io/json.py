@@ -120,8 +120,12 @@ def key_count(raw: bytes, colons_in_strings: int) -> int:
     here means a repeated key, and the loader re-reads the input on the precise path, which names
     it. Outside strings a colon only ever separates a key from its value, so the count is every
     colon less those inside strings; the caller knows the latter from the decoded strings (keys
-    the decoder accepted are known names without colons).
+    the decoder accepted are known names without colons). A colon written as ``\u003a`` is in a
+    decoded string but not in the bytes, so such input gets -1, which matches no object's count:
+    the caller takes the precise path.
     """
+    if b"\\u003a" in raw or b"\\u003A" in raw:
+        return -1
     return raw.count(b":") - colons_in_strings
 
 

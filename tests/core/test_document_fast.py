@@ -106,6 +106,9 @@ PLAIN = {"nodes": [node(1), node(2, name="b: c")], "edges": [{"source": 1, "targ
         ('{"nodes": [{"id": 1, "name": "a"}], "edges": [], "edges": []}', False),
         ('{"nodes": [{"id": 1, "name": "a", "parallelism": 2, "parallelism": 2}], "edges": []}',
          False),
+        # A colon written as an escape would hide a repeated key from the count.
+        ('{"nodes": [{"id": 1, "name": "a\\u003a", "name": "b"}], "edges": []}', False),
+        ('{"nodes": [{"id": 1, "name": "a\\u003A"}], "edges": []}', False),
         # Numbers msgspec does not take in the model's type, read on the precise path.
         ('{"nodes": [{"id": 99999999999999999999, "name": "a"}], "edges": []}', False),
         ('{"version": 1.0, "nodes": [{"id": 1, "name": "a"}], "edges": []}', False),
