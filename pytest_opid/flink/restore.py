@@ -27,8 +27,8 @@ its ``operator_id``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from pytest_opid.comparison import Comparison, compare
 from pytest_opid.flink.savepoint import Savepoint
@@ -81,8 +81,7 @@ def default_max_parallelism(parallelism: int) -> int:
 # -- what the check reads ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _OldState:
+class _OldState(NamedTuple):
     """One operator state the previous job left (or would leave) behind."""
 
     operator_id: str
@@ -99,8 +98,7 @@ class _OldState:
     unknown: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Vertex:
+class _Vertex(NamedTuple):
     """A job vertex of the new job as the scheduler sees it."""
 
     vertex: JobVertex
@@ -145,32 +143,27 @@ def _fingerprint_states(old: Fingerprint) -> list[_OldState]:
     """What a savepoint of ``old`` would hold: every operator not known to be stateless, under
     its generated ID, with its job vertex's max parallelism (as configured, else Flink's
     default for the vertex's parallelism)."""
-    vertices = {v.id: v for v in old.job_vertices}
+    vertex_max = {
+        v.id: _max_parallelism(v.max_parallelism, v.parallelism) for v in old.job_vertices
+    }
+    new = tuple.__new__  # builds the NamedTuple in C: one per operator of a large job
     out = []
     for op in old.operators:
-        if op.stateful is False:
+        stateful = op.stateful
+        if stateful is False:
             continue
-        vertex = vertices.get(op.job_vertex or "")
-        if vertex is not None:
-            max_parallelism = vertex.max_parallelism
-            parallelism = vertex.parallelism
-        else:
-            max_parallelism, parallelism = op.max_parallelism, op.parallelism
-        if max_parallelism == -1:
-            max_parallelism = default_max_parallelism(_normalized(parallelism))
-        out.append(
-            _OldState(
-                operator_id=op.operator_id,
-                name=op.name,
-                uid=op.uid,
-                max_parallelism=max_parallelism,
-                holds_state=True,
-                has_subtasks=True,
-                kinds=(),
-                unknown=op.stateful is None,
-            )
-        )
+        max_parallelism = vertex_max.get(op.job_vertex or "")
+        if max_parallelism is None:
+            max_parallelism = _max_parallelism(op.max_parallelism, op.parallelism)
+        row = (op.operator_id, op.name, op.uid, max_parallelism, True, True, (), stateful is None)
+        out.append(new(_OldState, row))
     return out
+
+
+def _max_parallelism(configured: int, parallelism: int) -> int:
+    if configured == -1:
+        return default_max_parallelism(_normalized(parallelism))
+    return configured
 
 
 def _normalized(parallelism: int) -> int:
@@ -197,21 +190,14 @@ def _new_vertices(new: Fingerprint) -> tuple[list[_Vertex], dict[str, OperatorFi
                     op.max_parallelism,
                 )
             )
+    new_vertex = tuple.__new__
     out = []
     for v in vertices:
         parallelism = _normalized(v.parallelism)
         configured = v.max_parallelism != -1
-        out.append(
-            _Vertex(
-                vertex=v,
-                parallelism=parallelism,
-                max_parallelism=(
-                    v.max_parallelism if configured else default_max_parallelism(parallelism)
-                ),
-                configured_max=configured,
-                head=by_id.get(v.id),
-            )
-        )
+        maximum = v.max_parallelism if configured else default_max_parallelism(parallelism)
+        row = (v, parallelism, maximum, configured, by_id.get(v.id))
+        out.append(new_vertex(_Vertex, row))
     return out, by_id
 
 
