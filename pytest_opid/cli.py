@@ -14,12 +14,13 @@ absent. Output is always valid UTF-8, and a reader that goes away (``| head``) e
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
 from pytest_opid import __version__
 from pytest_opid.comparison import Check, compare
@@ -223,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def fingerprint_command(args: argparse.Namespace) -> tuple[int, str]:
+def fingerprint_command(args: argparse.Namespace) -> tuple[int, str | _JsonOutput]:
     """``opid fingerprint``: the table, or the saved form with ``--json``."""
     if args.file.endswith(".jar"):
         fingerprint = _jar_fingerprint(args.file, args.main_class, args.program_args)
@@ -232,8 +233,19 @@ def fingerprint_command(args: argparse.Namespace) -> tuple[int, str]:
     else:
         fingerprint = load_input(args.file, args.format)
     if args.json:
-        return EXIT_OK, fingerprint.to_json() + "\n"
+        return EXIT_OK, _JsonOutput(fingerprint)
     return EXIT_OK, render_table(fingerprint)
+
+
+class _JsonOutput:
+    """A fingerprint's saved form, written to stdout a piece at a time (``write_json``)."""
+
+    def __init__(self, fingerprint: Fingerprint) -> None:
+        self.fingerprint = fingerprint
+
+    def write(self, stream: BinaryIO) -> None:
+        self.fingerprint.write_json(stream)
+        stream.write(b"\n")
 
 
 def diff_command(args: argparse.Namespace) -> tuple[int, str]:
@@ -348,12 +360,19 @@ _COMMANDS = {
 }
 
 
-def _write(output: str) -> None:
+def _write(output: str | _JsonOutput) -> None:
     """Write to stdout as UTF-8 whatever the locale; a closed pipe ends the output quietly."""
     try:
         sys.stdout.flush()
         stream = getattr(sys.stdout, "buffer", None)
-        if stream is None:
+        if isinstance(output, _JsonOutput):
+            if stream is None:
+                buffer = io.BytesIO()
+                output.write(buffer)
+                sys.stdout.write(buffer.getvalue().decode("utf-8"))
+            else:
+                output.write(stream)
+        elif stream is None:
             sys.stdout.write(output)
         else:
             stream.write(output.encode("utf-8", "backslashreplace"))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import itemgetter
-from typing import Annotated, Any, Literal, NamedTuple
+from operator import attrgetter, itemgetter
+from typing import Annotated, Any, BinaryIO, Literal, NamedTuple
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -139,6 +139,15 @@ class Fingerprint:
         except UnicodeEncodeError:  # a lone surrogate: only the standard library writes it
             return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
         return raw.decode("utf-8")
+
+    def write_json(self, stream: BinaryIO, rows_per_chunk: int = 10_000) -> None:
+        """Write :meth:`to_json`'s text to a binary stream in UTF-8, a few thousand entries at
+        a time: the text of a million-operator job is half a gigabyte, and holding it whole
+        (and then its bytes) would double what the fingerprint itself needs. A lone surrogate,
+        which :meth:`to_json` keeps, is written as a backslash escape."""
+        with gc_paused():
+            for piece in _json_chunks(self, rows_per_chunk):
+                stream.write(piece)
 
     @classmethod
     def from_dict(cls, data: Any) -> Fingerprint:
@@ -592,41 +601,90 @@ class _Out(Struct, gc=False):
     edges: list[list[int | str]] | UnsetType = UNSET
 
 
+def _op_rows(operators: Sequence[OperatorFingerprint]) -> list[_Op]:
+    return [_Op(n, na, oid, u, uid, p, mp, st) for n, na, oid, u, uid, p, _, mp, st in operators]
+
+
+def _vertex_rows(vertices: Sequence[JobVertex]) -> list[_Vertex]:
+    return [
+        _Vertex(
+            id=v.id,
+            name=v.name,
+            parallelism=v.parallelism,
+            max_parallelism=v.max_parallelism,
+            operators=[_Member(g, u) for g, u in v.operators],
+            nodes=list(v.nodes),
+        )
+        for v in vertices
+    ]
+
+
+def _state_rows(states: Sequence[StateOperator]) -> list[_State]:
+    return [
+        _State(
+            s.state_operator_id,
+            s.operator_id,
+            s.name,
+            s.kind,
+            [_Store(st.name, st.key_schema, st.value_schema) for st in s.stores],
+        )
+        for s in states
+    ]
+
+
+def _edge_rows(edges: Sequence[tuple[int, int, str]]) -> list[list[int | str]]:
+    return list(map(list, edges))
+
+
+#: The saved form's lists after the scalars, in the order they are written: (key, the
+#: fingerprint's value, its rows). A list that is None is left out.
+_LISTS: tuple[tuple[str, Any, Any], ...] = (
+    ("operators", attrgetter("operators"), _op_rows),
+    ("job_vertices", attrgetter("job_vertices"), _vertex_rows),
+    ("state_operators", attrgetter("state_operators"), _state_rows),
+    ("sources", attrgetter("sources"), list),
+    ("edges", attrgetter("edges"), _edge_rows),
+)
+
+
 def _saved(fp: Fingerprint) -> _Out:
     """``fp`` as the typed rows msgspec writes: no intermediate dicts."""
-    out = _Out(
+    rows: dict[str, Any] = {
+        key: (UNSET if value(fp) is None else make(value(fp))) for key, value, make in _LISTS
+    }
+    return _Out(SAVED_VERSION, fp.engine, fp.mode, **rows)
+
+
+def _json_chunks(fp: Fingerprint, rows_per_chunk: int) -> Iterator[bytes]:
+    """The saved form's JSON text, as ``to_json`` lays it out, in UTF-8 pieces of at most
+    ``rows_per_chunk`` list entries. Each piece is a list msgspec writes and indents on its
+    own; moved two spaces right, it reads as a run of entries of the whole document's list
+    (JSON strings hold no raw line breaks, so every line break is the layout's)."""
+    yield b'{\n  "version": %d,\n  "engine": %s,\n  "mode": %s' % (
         SAVED_VERSION,
-        fp.engine,
-        fp.mode,
-        [_Op(n, na, oid, u, uid, p, mp, st) for n, na, oid, u, uid, p, _, mp, st in fp.operators],
-        [
-            _Vertex(
-                id=v.id,
-                name=v.name,
-                parallelism=v.parallelism,
-                max_parallelism=v.max_parallelism,
-                operators=[_Member(g, u) for g, u in v.operators],
-                nodes=list(v.nodes),
-            )
-            for v in fp.job_vertices
-        ],
+        json.dumps(fp.engine, ensure_ascii=False).encode("utf-8", "backslashreplace"),
+        json.dumps(fp.mode, ensure_ascii=False).encode("utf-8", "backslashreplace"),
     )
-    if fp.state_operators is not None:
-        out.state_operators = [
-            _State(
-                s.state_operator_id,
-                s.operator_id,
-                s.name,
-                s.kind,
-                [_Store(st.name, st.key_schema, st.value_schema) for st in s.stores],
-            )
-            for s in fp.state_operators
-        ]
-    if fp.sources is not None:
-        out.sources = list(fp.sources)
-    if fp.edges is not None:
-        out.edges = list(map(list, fp.edges))
-    return out
+    for key, value, make in _LISTS:
+        entries = value(fp)
+        if entries is None:
+            continue
+        if not entries:
+            yield b',\n  "%s": []' % key.encode()
+            continue
+        yield b',\n  "%s": [\n' % key.encode()
+        for start in range(0, len(entries), rows_per_chunk):
+            rows = make(entries[start : start + rows_per_chunk])
+            try:
+                text = msgspec.json.format(_ENCODER.encode(rows), indent=2)
+            except UnicodeEncodeError:  # a lone surrogate: only the standard library writes it
+                plain = json.dumps(msgspec.to_builtins(rows), indent=2, ensure_ascii=False)
+                text = plain.encode("utf-8", "backslashreplace")
+            if start:
+                yield b",\n"
+            yield b"  " + text[2:-2].replace(b"\n", b"\n  ")
+        yield b"\n  ]"
+    yield b"\n}"
 
 
 def _unset(rows: list[tuple[Any, ...]]) -> int:

@@ -10,6 +10,7 @@ names the fault.
 from __future__ import annotations
 
 import copy
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -356,3 +357,33 @@ def test_every_mutation_reads_alike_on_both_paths() -> None:
                 Fingerprint.from_json(text.encode())
             assert str(info.value) == expected, where
     assert checked > 1000 and accepted > 50
+
+
+# -- write_json: the same text, written a piece at a time -------------------------------------
+
+
+@pytest.mark.parametrize("rows_per_chunk", [1, 3, 10_000])
+@pytest.mark.parametrize("fp", [*golden_fingerprints(8), spark_style()])
+def test_write_json_writes_to_json_text(fp: Fingerprint, rows_per_chunk: int) -> None:
+    stream = io.BytesIO()
+    fp.write_json(stream, rows_per_chunk)
+    assert stream.getvalue() == old_to_json(fp).encode("utf-8")
+
+
+def test_write_json_of_empty_and_bare_fingerprints() -> None:
+    for fp in (
+        Fingerprint((), (), None, "flink", "streaming", edges=()),
+        Fingerprint((), (), (), "spark", "batch", sources=()),
+        Fingerprint(spark_style().operators, spark_style().job_vertices),
+    ):
+        stream = io.BytesIO()
+        fp.write_json(stream, 2)
+        assert stream.getvalue() == old_to_json(fp).encode("utf-8")
+
+
+def test_write_json_escapes_a_lone_surrogate_as_the_cli_writes_it() -> None:
+    op = OperatorFingerprint(0, "bad \ud800", HEX_A)
+    fp = Fingerprint((op,), (JobVertex(HEX_A, "v", 1, (ChainedOperator(HEX_A),)),))
+    stream = io.BytesIO()
+    fp.write_json(stream)
+    assert stream.getvalue() == old_to_json(fp).encode("utf-8", "backslashreplace")
