@@ -316,7 +316,10 @@ class _Node(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     source: SourceKind | UnsetType | None = UNSET
     yielding: bool | UnsetType = UNSET
     parallelism_configured: bool | UnsetType = UNSET
-    stateful: bool | UnsetType | None = msgspec.field(default=UNSET, name="state")
+    # Not UNSET: documents leave "state" out where it is unknown (dump_document does), and
+    # reading such a document twice would cost a second decoding. The count of keys takes a
+    # present "state" from its value instead, so an explicit "state": null is read precisely.
+    stateful: bool | None = msgspec.field(default=None, name="state")
 
 
 class _Edge(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -367,6 +370,7 @@ class _FullDocument(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_Document)
 _FULL_DECODER = msgspec.json.Decoder(_FullDocument)
 _UNSET_COUNT = methodcaller("count", UNSET)
+_STATEFUL = attrgetter("stateful")
 _astuple = msgspec.structs.astuple
 _NODE_KEYS_MAX = len(_Node.__struct_fields__)
 _EDGE_KEYS_MAX = len(_Edge.__struct_fields__)
@@ -392,12 +396,14 @@ def _decode_document(raw: bytes) -> Topology | None:
         return None
     unset_nodes = sum(map(_UNSET_COUNT, map(_astuple, nodes)))
     unset_edges = sum(map(_UNSET_COUNT, map(_astuple, edges)))
+    stated = len(nodes) - list(map(_STATEFUL, nodes)).count(None)
     top = _astuple(doc)[2:]
     keys = (
         2
         + len(top)
         - top.count(UNSET)
-        + len(nodes) * _NODE_KEYS_MAX
+        + len(nodes) * (_NODE_KEYS_MAX - 1)
+        + stated
         - unset_nodes
         + len(edges) * _EDGE_KEYS_MAX
         - unset_edges

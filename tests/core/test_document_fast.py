@@ -106,6 +106,12 @@ PLAIN = {"nodes": [node(1), node(2, name="b: c")], "edges": [{"source": 1, "targ
         ('{"nodes": [{"id": 1, "name": "a"}], "edges": [], "edges": []}', False),
         ('{"nodes": [{"id": 1, "name": "a", "parallelism": 2, "parallelism": 2}], "edges": []}',
          False),
+        # "state" is counted by its value: true or false on the fast path, an explicit null
+        # (the default) on the precise one.
+        ('{"nodes": [{"id": 1, "name": "a", "state": true}], "edges": []}', True),
+        ('{"nodes": [{"id": 1, "name": "a", "state": false, "state": false}], "edges": []}',
+         False),
+        ('{"nodes": [{"id": 1, "name": "a", "state": null}], "edges": []}', False),
         # A colon written as an escape would hide a repeated key from the count.
         ('{"nodes": [{"id": 1, "name": "a\\u003a", "name": "b"}], "edges": []}', False),
         ('{"nodes": [{"id": 1, "name": "a\\u003A"}], "edges": []}', False),
