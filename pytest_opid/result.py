@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from operator import attrgetter, itemgetter
 from typing import Annotated, Any, BinaryIO, Literal, NamedTuple
 
@@ -23,7 +23,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from msgspec.structs import astuple
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.json import check_hex_id, describe_json, key_count, parse_json, short
+from pytest_opid.io.json import check_hex_id, describe_json, parse_json, short
 from pytest_opid.model import gc_paused
 
 __all__ = [
@@ -529,7 +529,10 @@ def _at(where: str) -> str:
 # the precise reader checks is a type or a Meta here, or a check in _from_saved.
 
 _Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
-_HexId = Annotated[str, Meta(pattern=r"\A[0-9a-f]{32}\Z")]
+#: 32 characters here; that they are lowercase hex digits is checked in _from_saved, all IDs of
+#: a file at once (a pattern per string cost msgspec more than half of its decoding time).
+_HexId = Annotated[str, Meta(min_length=32, max_length=32)]
+_HEX_DIGITS = b"0123456789abcdef"
 
 
 class _Op(Struct, forbid_unknown_fields=True, gc=False):
@@ -692,27 +695,51 @@ def _unset(rows: list[tuple[Any, ...]]) -> int:
     return sum(map(tuple.count, rows, repeat(UNSET)))
 
 
+def _unset_in(*columns: tuple[Any, ...]) -> int:
+    """How many optional keys lack in ``columns`` (one value per decoded object)."""
+    return sum(map(tuple.count, columns, repeat(UNSET)))
+
+
 def _colons(strings: Any) -> int:
     """Colons in the (str or None/UNSET) values ``strings``."""
     return "\x00".join(filter(None, strings)).count(":")
 
 
+def _all_hex(ids: Any) -> bool:
+    """Whether the (str or None/UNSET) values ``ids`` are lowercase hex digits only (msgspec
+    checked their length): one join and one ``bytes.translate`` for a whole file."""
+    joined = "".join(filter(None, ids))
+    return joined.isascii() and not joined.encode("ascii").translate(None, _HEX_DIGITS)
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
+    """``rows`` as ``width`` columns (``zip`` in C), also where there are no rows."""
+    return list(zip(*rows, strict=True)) if rows else [()] * width
+
+
+def _or_default(column: tuple[Any, ...], default: Any) -> Any:
+    """``column`` with UNSET as ``default``: a dict lookup per value, in C (hashable values)."""
+    return list(map({UNSET: default}.get, column, column)) if UNSET in column else column
+
+
 def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
     """The fingerprint a decoded saved form holds, or ``None`` where the text held a repeated
-    key, a repeated node or an edge to no operator (the precise path names them). Rows are
-    built column by column with ``map`` and ``zip``: no Python loop per operator."""
+    key, an ID that is not lowercase hex, a repeated node or an edge to no operator (the
+    precise path names them). Rows are taken apart into columns and built again with ``map``
+    and ``zip``: no Python code per operator."""
     raw_bytes = raw.encode("utf-8") if isinstance(raw, str) else raw
     if raw_bytes.find(b"\\") != -1 and any(e in raw_bytes for e in _ESCAPED_COLONS):
         return None  # a colon written as an escape would hide from the key count
     ops = list(map(astuple, saved.operators))
     vertices = list(map(astuple, saved.job_vertices))
-    sizes = [len(v[4]) for v in vertices]
+    sizes = list(map(len, map(itemgetter(4), vertices)))
     members = list(map(astuple, chain.from_iterable(map(itemgetter(4), vertices))))
     states = list(map(astuple, saved.state_operators or ()))
     stores = list(map(astuple, chain.from_iterable(filter(None, map(itemgetter(4), states)))))
     top = astuple(saved)
-    unset_ops = _unset(ops)
-    unset_members = _unset(members)
+    node, name, oid, user, uid, par, max_par, stateful = _columns(ops, 8)
+    ids, names, pars, max_pars, _, vertex_nodes = _columns(vertices, 6)
+    generated, user_defined = _columns(members, 2)
     keys = (
         8 * len(ops)
         + 6 * len(vertices)
@@ -720,17 +747,17 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         + 5 * len(states)
         + 3 * len(stores)
         + 8
-        - unset_ops
-        - _unset(vertices)
-        - unset_members
+        - _unset_in(user, uid, par, max_par, stateful)
+        - _unset_in(max_pars, vertex_nodes)
+        - user_defined.count(UNSET)
         - _unset(states)
         - _unset(stores)
         - top.count(UNSET)
     )
     strings = chain(
-        map(itemgetter(1), ops),
-        map(itemgetter(4), ops),
-        map(itemgetter(1), vertices),
+        name,
+        uid,
+        names,
         (top[3],),
         map(itemgetter(2), states),
         map(itemgetter(3), states),
@@ -738,9 +765,13 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         saved.sources or (),
         map(itemgetter(2), saved.edges or ()),
     )
-    if key_count(raw_bytes, _colons(strings)) != keys:
+    # Outside strings a colon only separates a key from its value (io.json.key_count; escaped
+    # colons were ruled out above): more colons than keys decoded means a repeated key.
+    if raw_bytes.count(b":") - _colons(strings) != keys:
         return None
-    nodes = set(map(itemgetter(0), ops))
+    if not _all_hex(chain(oid, user, generated, user_defined, ids, map(itemgetter(1), states))):
+        return None
+    nodes = set(node)
     if len(nodes) != len(ops):
         return None  # a node appears twice
     edges = None
@@ -750,25 +781,18 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         ends.update(map(itemgetter(1), edges))
         if not ends <= nodes:
             return None  # an edge to no operator
-    if unset_members:
-        members = [(g, None if u is UNSET else u) for g, u in members]
-    chained = list(map(_new, repeat(ChainedOperator), members))
-    # Later vertices win, as in the precise reader.
-    vertex_of = dict(
-        zip(
-            map(itemgetter(0), members),
-            chain.from_iterable(map(repeat, map(itemgetter(0), vertices), sizes)),
-            strict=True,
+    chained = iter(
+        map(
+            _new,
+            repeat(ChainedOperator),
+            zip(generated, _or_default(user_defined, None), strict=True),
         )
     )
-    groups: list[tuple[ChainedOperator, ...]] = []
-    start = 0
-    for size in sizes:
-        groups.append(tuple(chained[start : start + size]))
-        start += size
-    ids, names, pars, max_pars, _, vertex_nodes = (
-        zip(*vertices, strict=True) if vertices else ((),) * 6
-    )
+    # Later vertices win, as in the precise reader.
+    vertex_of = dict(zip(generated, chain.from_iterable(map(repeat, ids, sizes)), strict=True))
+    groups = map(tuple, map(islice, repeat(chained), sizes))  # each vertex's run of members
+    if UNSET in vertex_nodes:
+        vertex_nodes = tuple(() if n is UNSET else n for n in vertex_nodes)
     job_vertices = tuple(
         map(
             _new,
@@ -778,36 +802,30 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
                 names,
                 pars,
                 groups,
-                [() if n is UNSET else tuple(n) for n in vertex_nodes],
-                [-1 if m is UNSET else m for m in max_pars],
+                map(tuple, vertex_nodes),
+                _or_default(max_pars, -1),
                 strict=True,
             ),
         )
     )
-    if unset_ops:
-        ops = list(map(_defaults, ops))
-    if ops:
-        node, name, oid, user, uid, par, max_par, stateful = zip(*ops, strict=True)
-        operators = tuple(
-            map(
-                _new,
-                repeat(OperatorFingerprint),
-                zip(
-                    node,
-                    name,
-                    oid,
-                    user,
-                    uid,
-                    par,
-                    map(vertex_of.get, oid),
-                    max_par,
-                    stateful,
-                    strict=True,
-                ),
-            )
+    operators = tuple(
+        map(
+            _new,
+            repeat(OperatorFingerprint),
+            zip(
+                node,
+                name,
+                oid,
+                _or_default(user, None),
+                _or_default(uid, None),
+                _or_default(par, -1),
+                map(vertex_of.get, oid),
+                _or_default(max_par, -1),
+                _or_default(stateful, None),
+                strict=True,
+            ),
         )
-    else:
-        operators = ()
+    )
     state_operators = None
     if isinstance(saved.state_operators, list):
         state_operators = tuple(
@@ -835,19 +853,4 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         "streaming" if saved.mode is UNSET else saved.mode,
         tuple(saved.sources) if isinstance(saved.sources, list) else None,
         edges,
-    )
-
-
-def _defaults(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """An operator row with the value of every key it lacks."""
-    n, na, oid, u, uid, p, mp, st = row
-    return (
-        n,
-        na,
-        oid,
-        None if u is UNSET else u,
-        None if uid is UNSET else uid,
-        -1 if p is UNSET else p,
-        -1 if mp is UNSET else mp,
-        None if st is UNSET else st,
     )
