@@ -26,12 +26,16 @@ its ``operator_id``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
-from typing import NamedTuple
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property, lru_cache, partial
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq, getitem, is_not, itemgetter, lt, not_
+from typing import NamedTuple, cast
 
 from pytest_opid.comparison import Comparison, compare
 from pytest_opid.flink.savepoint import Savepoint
+from pytest_opid.model import gc_paused
 from pytest_opid.result import (
     ChainedOperator,
     Fingerprint,
@@ -105,7 +109,6 @@ class _Vertex(NamedTuple):
     parallelism: int  # normalized: -1 counts as 1
     max_parallelism: int  # the configured one, else Flink's default for the parallelism
     configured_max: bool
-    head: OperatorFingerprint | None
 
 
 _KIND_WORDS = {
@@ -139,25 +142,81 @@ def _savepoint_states(savepoint: Savepoint) -> list[_OldState]:
     return out
 
 
-def _fingerprint_states(old: Fingerprint) -> list[_OldState]:
+class _States:
+    """The old job's operator states as the check reads them: their IDs and max parallelisms
+    as columns, and each whole state (a :class:`_OldState`) built only where a message or a
+    rare case asks for it: a 100,000-operator fingerprint would otherwise cost as many objects
+    as it has operators, for a verdict that reads two columns."""
+
+    __slots__ = ("_make", "ids", "maxima")
+
+    def __init__(self, ids: list[str], maxima: list[int], make: Callable[[int], _OldState]):
+        self.ids = ids
+        self.maxima = maxima
+        self._make = make
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, position: int) -> _OldState:
+        return self._make(position)
+
+    def all(self) -> list[_OldState]:
+        return list(map(self._make, range(len(self.ids))))
+
+
+def _listed_states(states: Sequence[_OldState]) -> _States:
+    return _States(list(map(_STATE_ID, states)), list(map(_STATE_MAX, states)), states.__getitem__)
+
+
+def _fingerprint_states(old: Fingerprint) -> _States:
     """What a savepoint of ``old`` would hold: every operator not known to be stateless, under
     its generated ID, with its job vertex's max parallelism (as configured, else Flink's
-    default for the vertex's parallelism)."""
-    vertex_max = {
+    default for the vertex's parallelism). Built by columns (``map``, ``compress`` in C): a
+    Python step per operator would cost more than reading the fingerprint."""
+    vertex_max: dict[str | None, int] = {
         v.id: _max_parallelism(v.max_parallelism, v.parallelism) for v in old.job_vertices
     }
-    new = tuple.__new__  # builds the NamedTuple in C: one per operator of a large job
-    out = []
-    for op in old.operators:
-        stateful = op.stateful
-        if stateful is False:
-            continue
-        max_parallelism = vertex_max.get(op.job_vertex or "")
-        if max_parallelism is None:
-            max_parallelism = _max_parallelism(op.max_parallelism, op.parallelism)
-        row = (op.operator_id, op.name, op.uid, max_parallelism, True, True, (), stateful is None)
-        out.append(new(_OldState, row))
-    return out
+    if "" in vertex_max:
+        vertex_max[None] = vertex_max[""]  # an operator without a vertex looks up ""
+    operators = old.operators
+    if False in map(_STATEFUL, operators):  # known stateless operators leave nothing behind
+        operators = tuple(
+            compress(operators, map(is_not, map(_STATEFUL, operators), repeat(False)))
+        )
+    maxima = list(map(vertex_max.get, map(_JOB_VERTEX, operators)))
+    if None in maxima:  # no vertex lists it: its own setting
+        maxima = [
+            _max_parallelism(op.max_parallelism, op.parallelism) if m is None else m
+            for op, m in zip(operators, maxima, strict=True)
+        ]
+    ids = list(map(_OPERATOR_ID, operators))
+    return _States(ids, maxima, partial(_fingerprint_state, operators, maxima))  # type: ignore[arg-type]
+
+
+def _fingerprint_state(
+    operators: Sequence[OperatorFingerprint], maxima: Sequence[int], position: int
+) -> _OldState:
+    op = operators[position]
+    return _OldState(
+        op.operator_id, op.name, op.uid, maxima[position], True, True, (), op.stateful is None
+    )
+
+
+_OPERATOR_ID = itemgetter(OperatorFingerprint._fields.index("operator_id"))
+_NAME = itemgetter(OperatorFingerprint._fields.index("name"))
+_UID = itemgetter(OperatorFingerprint._fields.index("uid"))
+_JOB_VERTEX = itemgetter(OperatorFingerprint._fields.index("job_vertex"))
+_STATEFUL = itemgetter(OperatorFingerprint._fields.index("stateful"))
+_STATE_ID = itemgetter(_OldState._fields.index("operator_id"))
+_STATE_MAX = itemgetter(_OldState._fields.index("max_parallelism"))
+_MEMBERS = attrgetter("vertex.operators")
+#: An operator's generated ID (``False``) or user-defined ID (``True``): ``ChainedOperator[b]``.
+_PICK = cast(Callable[[ChainedOperator, bool], str], getitem)
+_UID_FIELD = OperatorFingerprint._fields.index("uid")
+_NAME_FIELD = OperatorFingerprint._fields.index("name")
+#: Values looked up by a scan of the unclaimed operators before they are indexed.
+_SCANS = 8
 
 
 def _max_parallelism(configured: int, parallelism: int) -> int:
@@ -170,16 +229,14 @@ def _normalized(parallelism: int) -> int:
     return 1 if parallelism <= 0 else min(parallelism, UPPER_BOUND_MAX_PARALLELISM)
 
 
-def _new_vertices(new: Fingerprint) -> tuple[list[_Vertex], dict[str, OperatorFingerprint]]:
+def _new_vertices(new: Fingerprint) -> list[_Vertex]:
     """The new job's vertices; operators that no vertex lists (a saved fingerprint without
     chains) run as vertices of their own."""
-    by_id: dict[str, OperatorFingerprint] = {}
-    for op in new.operators:
-        by_id.setdefault(op.operator_id, op)
     vertices = list(new.job_vertices)
-    listed = {o.generated for v in vertices for o in v.operators}
-    for op in new.operators:
-        if op.operator_id not in listed:
+    listed = set(map(itemgetter(0), chain.from_iterable(map(attrgetter("operators"), vertices))))
+    ids = list(map(_OPERATOR_ID, new.operators))
+    if not listed.issuperset(ids):
+        for op in compress(new.operators, map(not_, map(listed.__contains__, ids))):
             vertices.append(
                 JobVertex(
                     op.operator_id,
@@ -196,9 +253,8 @@ def _new_vertices(new: Fingerprint) -> tuple[list[_Vertex], dict[str, OperatorFi
         parallelism = _normalized(v.parallelism)
         configured = v.max_parallelism != -1
         maximum = v.max_parallelism if configured else default_max_parallelism(parallelism)
-        row = (v, parallelism, maximum, configured, by_id.get(v.id))
-        out.append(new_vertex(_Vertex, row))
-    return out, by_id
+        out.append(new_vertex(_Vertex, (v, parallelism, maximum, configured)))
+    return out
 
 
 # -- the check ---------------------------------------------------------------------------------
@@ -209,7 +265,8 @@ def check_savepoint(
 ) -> RestoreCheck:
     """Flink's verdict on starting ``new`` from ``savepoint`` (a savepoint or retained
     checkpoint, as :func:`~pytest_opid.flink.savepoint.read_savepoint` reads it)."""
-    return _Check(_savepoint_states(savepoint), new, allow_non_restored_state).run()
+    states = _listed_states(_savepoint_states(savepoint))
+    return _Check(states, new, allow_non_restored_state).run()
 
 
 def check_fingerprint(
@@ -224,8 +281,10 @@ def check_fingerprint(
     does not say (``stateful`` is None), an operator counts as holding state. Max parallelism
     is the old job vertex's (or operator's), else Flink's default for its parallelism.
     ``comparison``, where the caller has it, saves pairing the two again."""
-    check = _Check(_fingerprint_states(old), new, allow_non_restored_state, from_fingerprint=True)
-    result = check.run()
+    with gc_paused():  # columns of a large job: the collector's passes would cost more
+        states = _fingerprint_states(old)
+        check = _Check(states, new, allow_non_restored_state, from_fingerprint=True)
+        result = check.run()
     warnings = list(result.warnings)
     for o, receiver, own in (comparison or compare(old, new)).misplaced:
         if o.stateful is not False:
@@ -236,7 +295,7 @@ def check_fingerprint(
 class _Check:
     def __init__(
         self,
-        states: Sequence[_OldState],
+        states: _States,
         new: Fingerprint,
         allow: bool,
         *,
@@ -246,37 +305,193 @@ class _Check:
         self.new = new
         self.allow = allow
         self.from_fingerprint = from_fingerprint
-        self.vertices, self.by_id = _new_vertices(new)
-        self.receivers: dict[str, OperatorFingerprint] = {}
-        self._free: dict[str, dict[str, list[OperatorFingerprint]]] | None = None
+        self.vertices = _new_vertices(new)
+        #: every vertex's operators in order, their generated and user-defined IDs, and the
+        #: index of the vertex each runs in
+        self.members = list(chain.from_iterable(map(_MEMBERS, self.vertices)))
+        self.generated = list(map(itemgetter(0), self.members))
+        self.users = list(map(itemgetter(1), self.members))
+        sizes = map(len, map(_MEMBERS, self.vertices))
+        self.member_vertex = list(
+            chain.from_iterable(map(repeat, range(len(self.vertices)), sizes))
+        )
+        self._receivers: dict[str, OperatorFingerprint] | None = None
+        self._taken: list[str] = []  # the IDs of the states taken, where receivers are lazy
+        #: unclaimed operators by uid or name (field number), as far as looked up
+        self._free: dict[int, dict[str, list[OperatorFingerprint]]] | None = None
+        self._unclaimed_ops: list[OperatorFingerprint] = []
+        self._indexed: set[int] = set()  # fields of _free that index every value
+
+    @cached_property
+    def by_id(self) -> dict[str, OperatorFingerprint]:
+        """The new operators by generated ID (the first with it), for messages."""
+        operators = self.new.operators
+        return dict(zip(map(_OPERATOR_ID, reversed(operators)), reversed(operators), strict=True))
+
+    @property
+    def receivers(self) -> dict[str, OperatorFingerprint]:
+        """State ID -> the new operator that takes it, in the operators' order. Where step 2
+        was settled by columns, built on the first question (only messages ask)."""
+        if self._receivers is None:
+            taken = set(self._taken)
+            ids = list(compress(self.generated, map(taken.__contains__, self.generated)))
+            ops = list(map(self.by_id.get, ids))
+            known = map(is_not, ops, repeat(None))
+            self._receivers = dict(zip(compress(ids, known), filter(None, ops), strict=True))
+        return self._receivers
 
     def run(self) -> RestoreCheck:
-        # Step 1: Checkpoints.loadAndValidateCheckpoint, in file order. A later vertex listing
-        # the same ID wins, as in Flink's HashMap.
-        owner: dict[str, int] = {}
-        for index, v in enumerate(self.vertices):
-            for o in v.vertex.operators:
-                owner[o.generated] = index
-                if o.user_defined:
-                    owner[o.user_defined] = index
-        first: list[tuple[int, _OldState, int]] = []  # (file position, state, vertex or -1)
-        mapped: dict[str, _OldState] = {}
-        mapped_vertex: dict[str, int] = {}
-        for position, state in enumerate(self.states):
-            index = owner.get(state.operator_id, -1)
+        with gc_paused():  # a few objects per operator: the collector's passes would cost more
+            return self._run()
+
+    def _run(self) -> RestoreCheck:
+        owner = self._owners()
+        first, ok, at = self._map(owner)
+        if self._assigned_by_id(ok, at, owner):
+            remaining: dict[str, _OldState] = {}
+            via_user_id: set[str] = set()
+            bound: list[tuple[_OldState, _Vertex]] = []
+            mapped_vertex: dict[str, int] = {}
+        else:
+            ids = list(compress(self.states.ids, ok))
+            states = map(self.states.__getitem__, compress(range(len(ok)), ok))
+            mapped = dict(zip(ids, states, strict=True))
+            mapped_vertex = dict(zip(ids, compress(at, ok), strict=True))
+            remaining, via_user_id, bound = self._assign(mapped)
+        problems: list[RestoreProblem] = []
+        warnings: list[RestoreProblem] = []
+        claimed: set[int] = set()
+        for _, state, index in first:
+            if index >= 0:
+                problems.append(self.max_parallelism_problem(state, self.vertices[index]))
+            elif self.allow:
+                warnings.append(self.skipped_warning(state, claimed))
+            else:
+                problems.append(self.unmapped_problem(state, claimed))
+        problems += [self.bound_problem(s, v) for s, v in bound]
+        for state in remaining.values():  # mapped, but an operator took its user-defined ID
+            if state.holds_state:
+                warnings.append(self.shadowed_warning(state, mapped_vertex[state.operator_id]))
+        if not self.from_fingerprint:
+            warnings += self.misplaced_warnings(via_user_id)
+        return RestoreCheck(ENGINE, not problems, tuple(problems), tuple(warnings))
+
+    def _owners(self) -> dict[str, int]:
+        """The vertex each operator ID (generated or user-defined) maps to. A later vertex
+        listing the same ID wins, as in Flink's HashMap."""
+        generated, users, at = self.generated, self.users, self.member_vertex
+        if set(filter(None, users)).isdisjoint(generated):  # no ID is both: two dicts in C
+            owner = dict(zip(generated, at, strict=True))
+            owner.update(zip(compress(users, users), compress(at, users), strict=True))
+            return owner
+        owner = {}
+        for o, index in zip(self.members, at, strict=True):
+            owner[o.generated] = index
+            if o.user_defined:
+                owner[o.user_defined] = index
+        return owner
+
+    def _map(
+        self, owner: dict[str, int]
+    ) -> tuple[list[tuple[int, _OldState, int]], list[bool], list[int]]:
+        """Step 1, ``Checkpoints.loadAndValidateCheckpoint`` in file order: the states that
+        fail it, as (file position, state, vertex or -1); whether each state maps; the vertex
+        each maps to (-1: none). A state whose vertex has its max parallelism maps; only the
+        others (found by columns, in C: the rare ones) take a closer look."""
+        states = self.states
+        at = list(map(owner.get, states.ids, repeat(-1)))
+        maxima: list[int | None] = [v.max_parallelism for v in self.vertices]
+        maxima.append(None)  # at -1: no vertex
+        ok = list(map(eq, map(maxima.__getitem__, at), states.maxima))
+        first: list[tuple[int, _OldState, int]] = []
+        for position in compress(range(len(states)), map(not_, ok)):
+            state, index = states[position], at[position]
             if index >= 0:
                 vertex = self.vertices[index]
-                if vertex.max_parallelism == state.max_parallelism or (
-                    not vertex.configured_max
-                    and 0 < state.max_parallelism <= UPPER_BOUND_MAX_PARALLELISM
+                if not vertex.configured_max and (
+                    0 < state.max_parallelism <= UPPER_BOUND_MAX_PARALLELISM
                 ):
-                    mapped[state.operator_id] = state
-                    mapped_vertex[state.operator_id] = index
+                    ok[position] = True  # Flink adopts the savepoint's max parallelism
                 else:
                     first.append((position, state, index))
             elif state.holds_state:
                 first.append((position, state, -1))
-        # Step 2: StateAssignmentOperation: which operator takes which state.
+        return first, ok, at
+
+    def _assigned_by_id(self, ok: list[bool], at: list[int], owner: dict[str, int]) -> bool:
+        """Whether step 2 is settled without looking at each state: no new operator has a
+        user-defined ID, no two share an ID, no two states share one, and no mapped state has
+        a max parallelism below its vertex's parallelism. Then the operator with a mapped
+        state's ID takes it, every one is taken, and nothing fails (receivers follow lazily)."""
+        generated, ids = self.generated, self.states.ids
+        if not (
+            self.users.count(None) == len(self.users)
+            and len(owner) == len(generated)  # owner's keys: the generated IDs
+            and len(set(ids)) == len(ids)
+        ):
+            return False
+        parallelism = [v.parallelism for v in self.vertices]
+        if parallelism and ids and max(parallelism) <= min(self.states.maxima):
+            below: Iterable[bool] = ()  # the usual case: each max parallelism suffices
+        else:
+            below = map(
+                lt, compress(self.states.maxima, ok), map(parallelism.__getitem__, compress(at, ok))
+            )
+        if any(below):
+            return False
+        self._taken = list(compress(ids, ok))
+        return True
+
+    def _assign(
+        self, mapped: dict[str, _OldState]
+    ) -> tuple[dict[str, _OldState], set[str], list[tuple[_OldState, _Vertex]]]:
+        """Step 2, ``StateAssignmentOperation``: which operator takes which mapped state (the
+        user-defined ID where the savepoint has state under it, else the generated one). Sets
+        the receivers; returns the states nobody took, the IDs taken through a user-defined
+        ID and the states whose max parallelism is below their vertex's parallelism. Where no
+        two operators share an ID, no operator can take another's state, and every choice is
+        made by columns in C."""
+        members, generated, users = self.members, self.generated, self.users
+        named = list(compress(users, map(is_not, users, repeat(None))))
+        distinct = set(generated)
+        if not (
+            len(distinct) == len(generated)
+            and len(set(named)) == len(named)
+            and distinct.isdisjoint(named)
+        ):
+            return self._assign_in_turn(mapped)
+        via_user = list(map(mapped.__contains__, users))
+        # (generated, user-defined)[via user]: the ID each operator asks for
+        chosen: list[str] = list(map(_PICK, members, via_user))
+        taken = list(map(mapped.get, chosen))
+        took = list(map(is_not, taken, repeat(None)))
+        chosen = list(compress(chosen, took))
+        receivers = list(map(self.by_id.get, compress(generated, took)))
+        known = list(map(is_not, receivers, repeat(None)))
+        self._receivers = dict(zip(compress(chosen, known), filter(None, receivers), strict=True))
+        states: list[_OldState] = list(filter(None, taken))
+        where = list(compress(self.member_vertex, took))
+        parallelism = [v.parallelism for v in self.vertices]
+        bound: list[tuple[_OldState, _Vertex]] = []
+        if any(map(lt, map(_STATE_MAX, states), map(parallelism.__getitem__, where))):
+            by_vertex: dict[int, list[_OldState]] = defaultdict(list)
+            for state, index in zip(states, where, strict=True):
+                by_vertex[index].append(state)
+            for index, group in by_vertex.items():
+                vertex = self.vertices[index]
+                if any(s.has_subtasks for s in group):
+                    bound += [(s, vertex) for s in group if s.max_parallelism < vertex.parallelism]
+        remaining = {}
+        if len(chosen) < len(mapped):
+            gone = set(chosen)
+            remaining = dict(compress(mapped.items(), map(not_, map(gone.__contains__, mapped))))
+        return remaining, set(compress(users, via_user)), bound
+
+    def _assign_in_turn(
+        self, mapped: dict[str, _OldState]
+    ) -> tuple[dict[str, _OldState], set[str], list[tuple[_OldState, _Vertex]]]:
+        """:meth:`_assign` operator by operator, vertex by vertex, as Flink does it: where
+        operators share an ID, the first to ask for a state takes it."""
         remaining = dict(mapped)
         receivers: dict[str, OperatorFingerprint] = {}  # state id -> operator that takes it
         via_user_id: set[str] = set()
@@ -297,46 +512,57 @@ class _Check:
                     via_user_id.add(chosen)
             if any(s.has_subtasks for s in taken):
                 bound += [(s, vertex) for s in taken if s.max_parallelism < vertex.parallelism]
-        self.receivers = receivers
-        problems: list[RestoreProblem] = []
-        warnings: list[RestoreProblem] = []
-        claimed: set[int] = set()
-        for _, state, index in first:
-            if index >= 0:
-                problems.append(self.max_parallelism_problem(state, self.vertices[index]))
-            elif self.allow:
-                warnings.append(self.skipped_warning(state, claimed))
-            else:
-                problems.append(self.unmapped_problem(state, claimed))
-        problems += [self.bound_problem(s, v) for s, v in bound]
-        for state in remaining.values():  # mapped, but an operator took its user-defined ID
-            if state.holds_state:
-                warnings.append(self.shadowed_warning(state, mapped_vertex[state.operator_id]))
-        if not self.from_fingerprint:
-            warnings += self.misplaced_warnings(via_user_id)
-        return RestoreCheck(ENGINE, not problems, tuple(problems), tuple(warnings))
+        self._receivers = receivers
+        return remaining, via_user_id, bound
 
     # -- who should have got the state -------------------------------------------------------
 
-    def _unclaimed(self) -> Iterable[OperatorFingerprint]:
-        taken = {id(op) for op in self.receivers.values()}
-        return (op for op in self.new.operators if id(op) not in taken)
+    def _unclaimed(self) -> list[OperatorFingerprint]:
+        """The new operators that take no state, in order (by columns). Where step 2 was
+        settled by ID and no two operators share one, those are the operators whose ID no
+        state was taken under: no receivers needed."""
+        operators = self.new.operators
+        if self._receivers is None:
+            ids = list(map(_OPERATOR_ID, operators))
+            if len(set(ids)) == len(ids):
+                taken = set(self._taken)
+                return list(compress(operators, map(not_, map(taken.__contains__, ids))))
+        claimed = set(map(id, self.receivers.values()))
+        return list(compress(operators, map(not_, map(claimed.__contains__, map(id, operators)))))
+
+    def _free_with(self, field: int, value: str) -> list[OperatorFingerprint]:
+        """The unclaimed operators whose uid (``field`` 4) or name (1) is ``value``, in order.
+        The first few values are looked up by a scan in C; past those, an index of every
+        value is built once (a Python step per operator, worth it only for many lookups)."""
+        if self._free is None:
+            self._free = {}
+            self._unclaimed_ops = self._unclaimed()
+        found = self._free.setdefault(field, {})
+        if value in found:
+            return found[value]
+        if field in self._indexed:
+            return []
+        ops = self._unclaimed_ops
+        if len(found) < _SCANS:
+            found[value] = list(compress(ops, map(eq, map(itemgetter(field), ops), repeat(value))))
+            return found[value]
+        index: dict[str, list[OperatorFingerprint]] = {}
+        for op, key in zip(ops, map(itemgetter(field), ops), strict=True):
+            if key is not None:
+                index.setdefault(key, []).append(op)
+        self._free[field] = index
+        self._indexed.add(field)
+        return index.get(value, [])
 
     def candidate(self, state: _OldState, claimed: set[int]) -> OperatorFingerprint | None:
         """The new operator that is most likely the old one: the only one without state that
         has its uid, else the only one with its name. Never a guess among several, since
         ``setUidHash`` on the wrong operator restores foreign state into it."""
-        if self._free is None:
-            self._free = {"uid": {}, "name": {}}
-            for op in self._unclaimed():
-                if op.uid is not None:
-                    self._free["uid"].setdefault(op.uid, []).append(op)
-                self._free["name"].setdefault(op.name, []).append(op)
-        for key, value in (("uid", state.uid), ("name", state.name)):
+        for field, value in ((_UID_FIELD, state.uid), (_NAME_FIELD, state.name)):
             if value is None:
                 continue
             found: list[OperatorFingerprint] = []
-            for op in self._free[key].get(value, ()):
+            for op in self._free_with(field, value):
                 if id(op) not in claimed:
                     found.append(op)
                     if len(found) > 1:
@@ -397,7 +623,7 @@ class _Check:
 
     def max_parallelism_problem(self, state: _OldState, vertex: _Vertex) -> RestoreProblem:
         sid = state.operator_id
-        head = vertex.head
+        head = self.by_id.get(vertex.vertex.id)
         receiver = self.by_id.get(sid) or next(
             (
                 self.by_id[o.generated]
@@ -488,7 +714,7 @@ class _Check:
         """A stateful operator's state restored into a differently named operator that took
         over its ID, while an operator with the old name (and uid) gets none: what inserting
         an operator upstream of an unpinned stateful one typically does."""
-        states = {s.operator_id: s for s in self.states}
+        states = {s.operator_id: s for s in self.states.all()}
         free: dict[str, list[OperatorFingerprint]] = {}
         for op in self._unclaimed():
             free.setdefault(op.name, []).append(op)
