@@ -13,9 +13,9 @@ import enum
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, repeat
+from itertools import compress, count, repeat
 from operator import itemgetter, le, ne, not_
 from typing import Any
 
@@ -110,6 +110,11 @@ class Comparison:
     #: named operator that took over its ID, while ``own`` (same name as ``old``, new ID) starts
     #: empty. Typical after inserting an operator in front of another: the wrong state restores.
     misplaced: tuple[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint], ...] = ()
+    #: the kept pairs whose names differ, where :func:`compare` found them already (renamed
+    #: and misplaced ones): saves :attr:`renamed` a pass over every kept pair
+    _named_apart: tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def engine(self) -> str:
@@ -141,7 +146,10 @@ class Comparison:
     def renamed(self) -> tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...]:
         """Kept operators with a new name: harmless, Flink does not look at names. Computed
         once, by columns: an explanation reads it several times."""
-        renamed = _renamed(self.kept)
+        renamed = self._named_apart
+        if renamed is None:
+            with gc_paused():
+                renamed = tuple(_renamed(self.kept))
         if not self.misplaced:
             return tuple(renamed)
         misplaced = {id(o) for o, _, _ in self.misplaced}
@@ -224,7 +232,7 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
         kept, orphaned, added = _by_state_id(old.operators, new.operators)
         changed = _pair(orphaned, added)
         pairs = kept + changed
-        misplaced = _misplaced(kept, added, {id(n) for _, n in changed})
+        misplaced, named_apart = _misplaced(kept, added, {id(n) for _, n in changed})
         return Comparison(
             old=old,
             new=new,
@@ -235,6 +243,7 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
             chain_changes=tuple(_chain_changes(old, new, pairs)),
             state_operator_changes=tuple(_state_changes(old, new)),
             misplaced=tuple(misplaced),
+            _named_apart=named_apart,
         )
 
 
@@ -243,6 +252,7 @@ _USER_ID = itemgetter(OperatorFingerprint._fields.index("user_operator_id"))
 _JOB_VERTEX = itemgetter(OperatorFingerprint._fields.index("job_vertex"))
 _NAME = itemgetter(OperatorFingerprint._fields.index("name"))
 _Pair = tuple[OperatorFingerprint, OperatorFingerprint]
+_OLD, _NEW = itemgetter(0), itemgetter(1)
 
 
 def _state_ids(operators: Sequence[OperatorFingerprint]) -> list[str]:
@@ -260,15 +270,26 @@ def _by_state_id(
     with a state ID takes the k-th new one with it. Where every state ID is unique on both
     sides (the usual case) that is one dict lookup per operator, done by columns in C."""
     old_ids, new_ids = _state_ids(old), _state_ids(new)
-    position = dict(zip(new_ids, range(len(new_ids)), strict=True))
-    if len(position) == len(new_ids) and len(set(old_ids)) == len(old_ids):
-        hits = list(map(position.get, old_ids, repeat(-1)))
+    if len(set(old_ids)) == len(old_ids) and len(set(new_ids)) == len(new_ids):
+        # Unique IDs: the common head and tail pair in place (as zips), the middle by a dict.
+        head = next(compress(count(), map(ne, old_ids, new_ids)), min(len(old), len(new)))
+        tail = next(
+            compress(count(), map(ne, reversed(old_ids[head:]), reversed(new_ids[head:]))),
+            min(len(old), len(new)) - head,
+        )
+        old_end, new_end = len(old) - tail, len(new) - tail
+        middle_ids = new_ids[head:new_end]
+        position = dict(zip(middle_ids, range(head, new_end), strict=True))
+        hits = list(map(position.get, old_ids[head:old_end], repeat(-1)))
         found = list(map(le, repeat(0), hits))
         taken = list(compress(hits, found))
-        kept = list(zip(compress(old, found), map(new.__getitem__, taken), strict=True))
-        orphaned = list(compress(old, map(not_, found)))
-        free = set(range(len(new))).difference(taken)
-        added = list(compress(new, map(free.__contains__, range(len(new)))))
+        middle = old[head:old_end]
+        kept = list(zip(old[:head], new[:head], strict=True))
+        kept += zip(compress(middle, found), map(new.__getitem__, taken), strict=True)
+        kept += zip(old[old_end:], new[new_end:], strict=True)
+        orphaned = list(compress(middle, map(not_, found)))
+        free = set(range(head, new_end)).difference(taken)
+        added = list(compress(new[head:new_end], map(free.__contains__, range(head, new_end))))
         return kept, orphaned, added
     waiting: dict[str, deque[int]] = defaultdict(deque)
     for i, sid in enumerate(new_ids):
@@ -288,9 +309,7 @@ def _by_state_id(
 
 def _renamed(kept: Sequence[_Pair]) -> list[_Pair]:
     """The pairs of ``kept`` whose names differ, compared as columns."""
-    if not kept:
-        return []
-    olds, news = zip(*kept, strict=True)
+    olds, news = map(_OLD, kept), map(_NEW, kept)
     return list(compress(kept, map(ne, map(_NAME, olds), map(_NAME, news))))
 
 
@@ -328,21 +347,26 @@ def _unchanged_ids(old: Fingerprint, new: Fingerprint) -> Comparison:
 
 
 def _misplaced(
-    kept: Sequence[tuple[OperatorFingerprint, OperatorFingerprint]],
+    kept: Sequence[_Pair],
     added: Sequence[OperatorFingerprint],
     explained: set[int],
-) -> list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]]:
+) -> tuple[
+    list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]],
+    tuple[_Pair, ...] | None,
+]:
     """Kept pairs that are not a rename: the new holder of the old ID has another name, and an
     operator with the old name is new (it got another ID). Flink restores by ID, so the old
-    operator's state would land in the stranger while its own operator starts empty."""
+    operator's state would land in the stranger while its own operator starts empty. Also the
+    kept pairs whose names differ, where it had to find them (else ``None``)."""
     by_name: dict[str, deque[OperatorFingerprint]] = defaultdict(deque)
     for n in added:
         if id(n) not in explained:
             by_name[n.name].append(n)
     found: list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]] = []
     if not by_name:
-        return found
-    for o, n in _renamed(kept):
+        return found, None
+    named_apart = tuple(_renamed(kept))
+    for o, n in named_apart:
         if o.uid is None and o.user_operator_id is None:
             own = by_name.get(o.name)
             if own:
@@ -351,7 +375,7 @@ def _misplaced(
                     del by_name[o.name]
                     if not by_name:
                         break  # every waiting name is taken: the rest would find none
-    return found
+    return found, named_apart
 
 
 def _pair(
@@ -460,11 +484,9 @@ def _chain_changes(
     forward: dict[str, set[str]] = defaultdict(set)  # old vertex -> new vertices
     backward: dict[str, set[str]] = defaultdict(set)  # new vertex -> old vertices
     pairs = list(pairs)
-    if pairs:  # the distinct (old vertex, new vertex) pairs, found by columns
-        olds, news = zip(*pairs, strict=True)
-        links = dict.fromkeys(zip(map(_JOB_VERTEX, olds), map(_JOB_VERTEX, news), strict=True))
-    else:
-        links = {}
+    olds, news = map(_OLD, pairs), map(_NEW, pairs)
+    # the distinct (old vertex, new vertex) pairs, found by columns
+    links = dict.fromkeys(zip(map(_JOB_VERTEX, olds), map(_JOB_VERTEX, news), strict=True))
     for o, n in links:
         if o in old_vertex and n in new_vertex:
             forward[o].add(n)
