@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property, lru_cache, partial
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, getitem, is_not, itemgetter, lt, not_
+from operator import add, eq, getitem, is_not, itemgetter, lt, not_
 from typing import NamedTuple, cast
 
 from pytest_opid.comparison import Comparison, compare
@@ -174,9 +174,14 @@ def _fingerprint_states(old: Fingerprint) -> _States:
     its generated ID, with its job vertex's max parallelism (as configured, else Flink's
     default for the vertex's parallelism). Built by columns (``map``, ``compress`` in C): a
     Python step per operator would cost more than reading the fingerprint."""
-    vertex_max: dict[str | None, int] = {
-        v.id: _max_parallelism(v.max_parallelism, v.parallelism) for v in old.job_vertices
-    }
+    vertices = old.job_vertices
+    vertex_max: dict[str | None, int] = dict(
+        zip(
+            map(_VERTEX_ID, vertices),
+            map(_max_parallelism, map(_VERTEX_MAX, vertices), map(_VERTEX_PARALLELISM, vertices)),
+            strict=True,
+        )
+    )
     if "" in vertex_max:
         vertex_max[None] = vertex_max[""]  # an operator without a vertex looks up ""
     operators = old.operators
@@ -210,7 +215,10 @@ _JOB_VERTEX = itemgetter(OperatorFingerprint._fields.index("job_vertex"))
 _STATEFUL = itemgetter(OperatorFingerprint._fields.index("stateful"))
 _STATE_ID = itemgetter(_OldState._fields.index("operator_id"))
 _STATE_MAX = itemgetter(_OldState._fields.index("max_parallelism"))
-_MEMBERS = attrgetter("vertex.operators")
+_OPERATORS = itemgetter(JobVertex._fields.index("operators"))
+_VERTEX_ID = itemgetter(JobVertex._fields.index("id"))
+_VERTEX_PARALLELISM = itemgetter(JobVertex._fields.index("parallelism"))
+_VERTEX_MAX = itemgetter(JobVertex._fields.index("max_parallelism"))
 #: An operator's generated ID (``False``) or user-defined ID (``True``): ``ChainedOperator[b]``.
 _PICK = cast(Callable[[ChainedOperator, bool], str], getitem)
 _UID_FIELD = OperatorFingerprint._fields.index("uid")
@@ -219,6 +227,7 @@ _NAME_FIELD = OperatorFingerprint._fields.index("name")
 _SCANS = 8
 
 
+@lru_cache(maxsize=4096)  # a job has few settings: map() over its vertices then runs in C
 def _max_parallelism(configured: int, parallelism: int) -> int:
     if configured == -1:
         return default_max_parallelism(_normalized(parallelism))
@@ -229,32 +238,53 @@ def _normalized(parallelism: int) -> int:
     return 1 if parallelism <= 0 else min(parallelism, UPPER_BOUND_MAX_PARALLELISM)
 
 
-def _new_vertices(new: Fingerprint) -> list[_Vertex]:
-    """The new job's vertices; operators that no vertex lists (a saved fingerprint without
-    chains) run as vertices of their own."""
+def _new_vertices(
+    new: Fingerprint,
+) -> tuple[list[_Vertex], list[ChainedOperator], list[int], dict[str, int]]:
+    """The new job's vertices, their operators in order, the index of the vertex each runs in,
+    and the vertex of each generated ID (a later vertex listing it wins, as in Flink's
+    HashMap). Operators that no vertex lists (a saved fingerprint without chains) run as
+    vertices of their own."""
     vertices = list(new.job_vertices)
-    listed = set(map(itemgetter(0), chain.from_iterable(map(attrgetter("operators"), vertices))))
+    members = list(chain.from_iterable(map(_OPERATORS, vertices)))
+    sizes = map(len, map(_OPERATORS, vertices))
+    at = list(chain.from_iterable(map(repeat, range(len(vertices)), sizes)))
+    vertex_of = dict(zip(map(itemgetter(0), members), at, strict=True))
     ids = list(map(_OPERATOR_ID, new.operators))
-    if not listed.issuperset(ids):
-        for op in compress(new.operators, map(not_, map(listed.__contains__, ids))):
+    if not all(map(vertex_of.__contains__, ids)):
+        unlisted = list(compress(new.operators, map(not_, map(vertex_of.__contains__, ids))))
+        for op in unlisted:
+            member = ChainedOperator(op.operator_id, op.user_operator_id)
             vertices.append(
                 JobVertex(
                     op.operator_id,
                     op.name,
                     op.parallelism,
-                    (ChainedOperator(op.operator_id, op.user_operator_id),),
+                    (member,),
                     (op.node,),
                     op.max_parallelism,
                 )
             )
-    new_vertex = tuple.__new__
-    out = []
-    for v in vertices:
-        parallelism = _normalized(v.parallelism)
-        configured = v.max_parallelism != -1
-        maximum = v.max_parallelism if configured else default_max_parallelism(parallelism)
-        out.append(new_vertex(_Vertex, (v, parallelism, maximum, configured)))
-    return out
+            members.append(member)
+            at.append(len(vertices) - 1)
+            vertex_of[op.operator_id] = len(vertices) - 1
+    settings = map(_scheduled, map(_VERTEX_PARALLELISM, vertices), map(_VERTEX_MAX, vertices))
+    scheduled = list(map(tuple.__new__, repeat(_Vertex), map(add, zip(vertices), settings)))
+    return scheduled, members, at, vertex_of
+
+
+@lru_cache(maxsize=4096)  # a job has few settings: map() over its vertices then runs in C
+def _scheduled(parallelism: int, max_parallelism: int) -> tuple[int, int, bool]:
+    """A vertex's parallelism as the scheduler normalizes it, its max parallelism (the
+    configured one, else Flink's default) and whether it was configured: a :class:`_Vertex`
+    but for the vertex itself."""
+    normalized = _normalized(parallelism)
+    configured = max_parallelism != -1
+    return (
+        normalized,
+        max_parallelism if configured else default_max_parallelism(normalized),
+        configured,
+    )
 
 
 # -- the check ---------------------------------------------------------------------------------
@@ -305,16 +335,11 @@ class _Check:
         self.new = new
         self.allow = allow
         self.from_fingerprint = from_fingerprint
-        self.vertices = _new_vertices(new)
         #: every vertex's operators in order, their generated and user-defined IDs, and the
         #: index of the vertex each runs in
-        self.members = list(chain.from_iterable(map(_MEMBERS, self.vertices)))
+        self.vertices, self.members, self.member_vertex, self.vertex_of = _new_vertices(new)
         self.generated = list(map(itemgetter(0), self.members))
         self.users = list(map(itemgetter(1), self.members))
-        sizes = map(len, map(_MEMBERS, self.vertices))
-        self.member_vertex = list(
-            chain.from_iterable(map(repeat, range(len(self.vertices)), sizes))
-        )
         self._receivers: dict[str, OperatorFingerprint] | None = None
         self._taken: list[str] = []  # the IDs of the states taken, where receivers are lazy
         #: unclaimed operators by uid or name (field number), as far as looked up
@@ -380,8 +405,10 @@ class _Check:
         """The vertex each operator ID (generated or user-defined) maps to. A later vertex
         listing the same ID wins, as in Flink's HashMap."""
         generated, users, at = self.generated, self.users, self.member_vertex
+        if not any(users):
+            return self.vertex_of
         if set(filter(None, users)).isdisjoint(generated):  # no ID is both: two dicts in C
-            owner = dict(zip(generated, at, strict=True))
+            owner = dict(self.vertex_of)
             owner.update(zip(compress(users, users), compress(at, users), strict=True))
             return owner
         owner = {}
