@@ -4,8 +4,9 @@ reading them.
 The reference reading is ``json.loads`` of both saved fingerprints (and msgspec's untyped
 decode), the least any diff must do; the ratios say what validation, the comparison and the
 explanation add on top. Names repeat (``Map``, ``Filter``, ``Project``), the case that made a
-sequence alignment quadratic. Peak memory (tracemalloc) is measured in a separate pass, because
-tracing allocations slows Python down several times.
+sequence alignment quadratic. Times are process (CPU) time, best of five runs: wall time on a
+busy machine is noisy. Peak memory (tracemalloc) is measured in a separate pass, because tracing
+allocations slows Python down several times.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pytest_opid.render.explain import render
 from pytest_opid.result import Fingerprint
 
 NAMES = ("Map", "Filter", "Project")
-RUNS = 3
+RUNS = 5
 
 
 def pipeline(size: int, insert_at: int | None = None) -> object:
@@ -47,14 +48,16 @@ def pipeline(size: int, insert_at: int | None = None) -> object:
 
 
 def best(fn: Callable[[], object]) -> tuple[float, object]:
-    """The best of a few runs, each starting from a collected heap."""
+    """The best process time of a few runs, each starting from a collected heap (the previous
+    run's result is dropped first, so that freeing it is not counted)."""
     times = []
     result: object = None
     for _ in range(RUNS):
+        result = None
         gc.collect()
-        start = time.perf_counter()
+        start = time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times), result
 
 
