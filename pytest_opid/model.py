@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress
+from operator import attrgetter, lt, not_
 
 from pytest_opid.errors import TopologyError
 
@@ -222,48 +224,56 @@ class Topology:
     @cached_property
     def out_edges(self) -> tuple[tuple[int, ...], ...]:
         """For each operator position, the positions of its outgoing edges, in edge order."""
-        return self._adjacency(lambda e: e.source)
+        return _adjacency(len(self.operators), self.edge_sources)
 
     @cached_property
     def in_edges(self) -> tuple[tuple[int, ...], ...]:
         """For each operator position, the positions of its incoming edges, in edge order."""
-        return self._adjacency(lambda e: e.target)
+        return _adjacency(len(self.operators), self.edge_targets)
 
     @cached_property
     def edge_ends(self) -> tuple[tuple[int, int], ...]:
         """For each edge, the positions of its (source, target) operators."""
-        index = self._index
-        return tuple((index[e.source], index[e.target]) for e in self.edges)
+        return tuple(zip(self.edge_sources, self.edge_targets, strict=True))
+
+    @cached_property
+    def edge_sources(self) -> tuple[int, ...]:
+        """For each edge, the position of its source operator (a column of :attr:`edge_ends`,
+        which whole-graph passes read without a pair per edge)."""
+        return tuple(map(self._index.__getitem__, map(_SOURCE, self.edges)))
+
+    @cached_property
+    def edge_targets(self) -> tuple[int, ...]:
+        """For each edge, the position of its target operator."""
+        return tuple(map(self._index.__getitem__, map(_TARGET, self.edges)))
 
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
-        """Operator positions such that every edge points forward (computed during validation)."""
+        """Operator positions such that every edge points forward (checked during validation:
+        operator order itself where every edge already points forward, else Kahn's)."""
+        if all(map(lt, self.edge_sources, self.edge_targets)):
+            return tuple(range(len(self.operators)))
         return self._topological_order()
 
     @cached_property
     def sources(self) -> tuple[int, ...]:
         """Positions of the operators without inputs, in ascending id order (Flink's walk)."""
-        ops = self.operators
-        found = [i for i, inputs in enumerate(self.in_degrees) if not inputs]
-        found.sort(key=lambda i: ops[i].id)
+        found = list(compress(range(len(self.operators)), map(not_, self.in_degrees)))
+        found.sort(key=self._ids.__getitem__)
         return tuple(found)
 
     @cached_property
     def in_degrees(self) -> tuple[int, ...]:
-        """For each operator position, its number of inputs. Validation counts them anyway (for
-        Kahn's algorithm); the core's walks use them instead of building :attr:`in_edges`, which
-        would cost a tuple per operator."""
+        """For each operator position, its number of inputs. The core's walks use them instead
+        of building :attr:`in_edges`, which would cost a tuple per operator."""
         degrees = [0] * len(self.operators)
-        for _, target in self.edge_ends:
+        for target in self.edge_targets:
             degrees[target] += 1
         return tuple(degrees)
 
-    def _adjacency(self, end) -> tuple[tuple[int, ...], ...]:
-        lists: list[list[int]] = [[] for _ in self.operators]
-        index = self._index
-        for position, edge in enumerate(self.edges):
-            lists[index[end(edge)]].append(position)
-        return tuple(tuple(x) for x in lists)
+    @cached_property
+    def _ids(self) -> list[int]:
+        return list(map(_ID, self.operators))
 
     # -- validation ------------------------------------------------------------------------
 
@@ -280,7 +290,10 @@ class Topology:
             self._check_each()
         else:
             self._check_structure()
-        self.__dict__["topological_order"] = self._topological_order()
+        # Acyclic for certain where every edge points forward in operator order (a loader's
+        # usual order): one pass in C. Otherwise Kahn's algorithm finds the order or a cycle.
+        if not all(map(lt, self.edge_sources, self.edge_targets)):
+            self.__dict__["topological_order"] = self._topological_order()
 
     def _check_each(self) -> None:
         """Every operator and edge in turn: its fields, then where it stands in the graph."""
@@ -312,9 +325,10 @@ class Topology:
 
     def _check_structure(self) -> None:
         """The graph alone, for fields checked already: the same errors as :meth:`_check_each`
-        gives for such input, found with whole-column operations (a dict built from all ids at
-        once, one comprehension for the edge ends) and a second, precise pass only on failure."""
-        ids = [op.id for op in self.operators]
+        gives for such input, found with whole-column operations in C (a dict built from all ids
+        at once, a set of the uids, a map over the edge ends) and a second, precise pass only
+        on failure."""
+        ids = self._ids
         index = self._index
         index.update(zip(ids, range(len(ids)), strict=True))
         if len(index) != len(ids):
@@ -323,17 +337,22 @@ class Topology:
                 if node_id in seen:
                     raise TopologyError(f"duplicate operator id {node_id}")
                 seen.add(node_id)
-        uids = [(op.uid, op.id) for op in self.operators if op.uid is not None]
-        if len(set(uid for uid, _ in uids)) != len(uids):
+        uids = list(map(_UID, self.operators))
+        distinct = set(uids)
+        if len(distinct) - (None in distinct) != len(uids) - uids.count(None):
             first: dict[str, int] = {}
-            for uid, node_id in uids:
+            for uid, node_id in zip(uids, ids, strict=True):
+                if uid is None:
+                    continue
                 if uid in first:
                     raise TopologyError(
                         f"duplicate uid {uid!r} on operators {first[uid]} and {node_id}"
                     )
                 first[uid] = node_id
+        del uids, distinct
         try:
-            ends = tuple([(index[e.source], index[e.target]) for e in self.edges])
+            self.edge_sources  # noqa: B018  (cached: raises KeyError on an unknown id)
+            self.edge_targets  # noqa: B018
         except KeyError:
             for position, edge in enumerate(self.edges):
                 for end in (edge.source, edge.target):
@@ -343,12 +362,11 @@ class Topology:
                             f"{end!r}, which does not exist"
                         ) from None
             raise
-        self.__dict__["edge_ends"] = ends
 
     def _topological_order(self) -> tuple[int, ...]:
         """Kahn's algorithm; on a cycle, raise naming the operators on one."""
         count = len(self.operators)
-        ends = self.edge_ends
+        targets = self.edge_targets
         indegree = list(self.in_degrees)
         outs = self.out_edges
         ready = [i for i in range(count) if indegree[i] == 0]
@@ -357,15 +375,30 @@ class Topology:
             node = ready.pop()
             order.append(node)
             for e in outs[node]:
-                target = ends[e][1]
+                target = targets[e]
                 indegree[target] -= 1
                 if indegree[target] == 0:
                     ready.append(target)
         if len(order) != count:
-            cycle = _find_cycle(indegree, self.in_edges, ends)
+            cycle = _find_cycle(indegree, self.in_edges, self.edge_ends)
             path = " -> ".join(str(self.operators[i].id) for i in cycle)
             raise TopologyError(f"the topology has a cycle: {path}")
         return tuple(order)
+
+
+_ID = attrgetter("id")
+_UID = attrgetter("uid")
+_SOURCE = attrgetter("source")
+_TARGET = attrgetter("target")
+
+
+def _adjacency(count: int, ends: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """For each of ``count`` operators, the positions of the edges whose end is that operator,
+    in edge order."""
+    lists: list[list[int]] = [[] for _ in range(count)]
+    for position, end in enumerate(ends):
+        lists[end].append(position)
+    return tuple(map(tuple, lists))
 
 
 def _find_cycle(
