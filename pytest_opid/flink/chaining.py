@@ -14,8 +14,7 @@ walks are iterative: a million-operator chain must not hit Python's recursion li
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import chain, compress, repeat
-from operator import attrgetter, not_
+from itertools import compress
 from typing import NamedTuple
 
 from pytest_opid.model import (
@@ -27,17 +26,7 @@ from pytest_opid.model import (
     Topology,
 )
 
-__all__ = [
-    "Chain",
-    "ChainingRule",
-    "Chains",
-    "Wiring",
-    "flink_chaining",
-    "forward_chaining",
-    "grow_chains",
-    "job_vertices",
-    "wiring",
-]
+__all__ = ["Chain", "ChainingRule", "flink_chaining", "forward_chaining", "job_vertices"]
 
 #: A chaining rule answers, for every edge of a topology in edge order, "is it chainable?".
 ChainingRule = Callable[[Topology], Sequence[bool]]
@@ -51,9 +40,6 @@ _NEW = SourceKind.NEW
 _NEVER = ChainingStrategy.NEVER
 _ALWAYS = ChainingStrategy.ALWAYS
 _HEAD_WITH_SOURCES = ChainingStrategy.HEAD_WITH_SOURCES
-
-_SOURCE_KIND = attrgetter("source")
-_NAME = attrgetter("name")
 
 
 def flink_chaining(topology: Topology) -> list[bool]:
@@ -71,9 +57,7 @@ def flink_chaining(topology: Topology) -> list[bool]:
     ops = topology.operators
     degrees = topology.in_degrees
     same_max = not topology.chain_different_max_parallelism
-    for e, (up_pos, down_pos) in enumerate(
-        zip(topology.edge_sources, topology.edge_targets, strict=True)
-    ):
+    for e, (up_pos, down_pos) in enumerate(topology.edge_ends):
         edge = edges[e]
         # With a single input the union check (no other input at the same type number) always
         # passes, so it needs no code here.
@@ -88,7 +72,7 @@ def flink_chaining(topology: Topology) -> list[bool]:
             and _strategies_chain(up, down)
         )
     # The one condition that depends on the rest of the chain; only legacy sources bring it in.
-    if _LEGACY in map(_SOURCE_KIND, ops):
+    if any(op.source is _LEGACY for op in ops):
         _unchain_yielding_behind_legacy_sources(topology, chainable)
     return chainable
 
@@ -151,74 +135,7 @@ class Chain(NamedTuple):
     parallelism: int
 
 
-class Wiring(NamedTuple):
-    """Per-operator columns that the hasher and the chain builder both read, built once.
-
-    ``outs`` are each operator's output targets in output order; ``single_input`` is, for an
-    operator with exactly one input, that input (for others, one of them or 0);
-    ``chained_outs`` counts each operator's chainable outputs; ``chained_in`` is 1 where the
-    operator's (single) input is chainable; ``next_chained`` is, for an operator with one
-    chainable output, its target.
-    """
-
-    outs: list[list[int]]
-    single_input: list[int]
-    chained_outs: list[int]
-    chained_in: bytearray
-    next_chained: list[int]
-
-
-def wiring(topology: Topology, chainable: Sequence[bool]) -> Wiring:
-    """The :class:`Wiring` of a topology under a chaining rule's flags, built in C: each
-    column by a map over the edges writing into a list (a later edge overwrites an earlier
-    one, which is what ``single_input`` and ``next_chained`` rely on)."""
-    size = len(topology.operators)
-    sources, targets = topology.edge_sources, topology.edge_targets
-    outs: list[list[int]] = [[] for _ in range(size)]
-    any(map(list.append, map(outs.__getitem__, sources), targets))  # any(): run the map
-    single_input = [0] * size
-    any(map(single_input.__setitem__, targets, sources))
-    chained_sources = list(compress(sources, chainable))
-    chained_targets = list(compress(targets, chainable))
-    chained_in = bytearray(size)
-    any(map(chained_in.__setitem__, chained_targets, repeat(1)))
-    next_chained = [0] * size
-    any(map(next_chained.__setitem__, chained_sources, chained_targets))
-    chained_outs = [0] * size
-    for source in chained_sources:
-        chained_outs[source] += 1
-    return Wiring(outs, single_input, chained_outs, chained_in, next_chained)
-
-
-class Chains(NamedTuple):
-    """The chains of a topology as columns: ``heads`` in JobGraph order; ``head_of`` each
-    operator's chain head; ``members`` and ``names`` only for chains of two or more operators
-    (a one-operator chain is its head, named as it)."""
-
-    heads: list[int]
-    head_of: list[int]
-    members: dict[int, tuple[int, ...]]
-    names: dict[int, str]
-
-
 def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
-    """The chains Flink's ``StreamingJobGraphGenerator.createChain`` grows, in JobGraph order
-    (see :func:`grow_chains`)."""
-    ops = topology.operators
-    found = grow_chains(topology, wiring(topology, chainable), topology.topological_order)
-    members, names = found.members, found.names
-    return [
-        Chain(
-            head,
-            members.get(head, (head,)),
-            names.get(head) or ops[head].name,
-            ops[head].parallelism,
-        )
-        for head in found.heads
-    ]
-
-
-def grow_chains(topology: Topology, wired: Wiring, order: Sequence[int]) -> Chains:
     """The chains Flink's ``StreamingJobGraphGenerator.createChain`` grows, in JobGraph order.
 
     Flink recurses over operators: for a node it follows its chainable outputs first (same
@@ -232,127 +149,133 @@ def grow_chains(topology: Topology, wired: Wiring, order: Sequence[int]) -> Chai
     Flink's order of creating JobVertices matters only among the chains without inputs (those
     headed by sources): ``getVerticesSortedTopologicallyFromSources`` starts from them, in
     creation order, which is ascending source id. The rest follow from the edges.
-
-    ``order`` is any order in which a single-input operator comes after its input (the
-    topological order, or the hasher's walk).
     """
     ops = topology.operators
-    size = len(ops)
-    outs, single_input, chained_outs, chained_in, next_chained = wired
-    # Each operator's head, carried down every chainable edge in order: a lazy map reads the
-    # input's head only after the writes before it, all in C.
-    head_of = list(range(size))
-    chained = list(compress(order, map(chained_in.__getitem__, order)))
-    any(
-        map(
-            head_of.__setitem__,
-            chained,
-            map(head_of.__getitem__, map(single_input.__getitem__, chained)),
-        )
-    )
-    del chained
-    heads = list(compress(range(size), map(not_, chained_in)))
-    members: dict[int, tuple[int, ...]] = {}
-    names: dict[int, str] = {}
-    vertex_outs = outs.copy()  # a one-operator chain's outputs are its head's
-    unchained = bytes(map(not_, chained_in))
-    for head in compress(heads, map(chained_outs.__getitem__, heads)):
-        node = head
-        path = [head]
-        while chained_outs[node] == 1:
-            node = next_chained[node]
-            path.append(node)
-        if chained_outs[node]:  # a fan-out inside the chain: walk its tree
-            chain_members, name = _chain_tree(ops, wired, head)
-        else:  # a straight chain: its post-order is the path backwards
-            name = " -> ".join(map(_NAME, map(ops.__getitem__, path)))
-            path.reverse()
-            chain_members = tuple(path)
-        members[head] = chain_members
-        names[head] = name
-        ends = list(chain.from_iterable(map(outs.__getitem__, chain_members)))
-        vertex_outs[head] = list(compress(ends, map(unchained.__getitem__, ends)))
-    placed = _sorted_from_sources(topology.sources, vertex_outs, topology.in_degrees)
-    return Chains(placed, head_of, members, names)
+    outs = topology.out_edges
+    targets = [target for _, target in topology.edge_ends]
+    count = len(ops)
+    degrees = topology.in_degrees
+    chained_input = bytearray(count)  # per operator: 1 if a chainable edge leads into it
+    for target in compress(targets, chainable):
+        chained_input[target] = 1
+
+    new = tuple.__new__  # builds the NamedTuple in C
+    chains: dict[int, Chain] = {}  # by head
+    chain_of = [0] * count  # operator -> head of its chain
+    vertex_out: dict[int, Sequence[int]] = {}  # head -> non-chained out edges, in Flink's order
+    for head in range(count):
+        if degrees[head] == 1 and chained_input[head]:
+            continue  # chained to its single input: not a head
+        op = ops[head]
+        head_outs = outs[head]
+        for e in head_outs:
+            if chainable[e]:
+                break
+        else:  # the common one-operator chain
+            chains[head] = new(Chain, (head, (head,), op.name, op.parallelism))
+            chain_of[head] = head
+            vertex_out[head] = head_outs
+            continue
+        members = _chain_members(head, outs, targets, chainable)
+        name = chained_name(ops, outs, targets, chainable, head)
+        chains[head] = new(Chain, (head, members, name, op.parallelism))
+        for m in members:
+            chain_of[m] = head
+        vertex_out[head] = [e for m in members for e in outs[m] if not chainable[e]]
+
+    order = _sorted_from_sources(topology.sources, vertex_out, targets, chain_of)
+    return [chains[head] for head in order]
 
 
-def _chain_tree(ops: Sequence[Operator], wired: Wiring, head: int) -> tuple[tuple[int, ...], str]:
-    """A chain with a fan-out: its members in depth-first post-order (chained outputs in
-    output order, head last) and Flink's ``createChainedName`` (``A -> B`` for one chained
-    output, ``A -> (B, C)`` for several), from one walk with a stack of operators to enter,
-    exits (``~operator``, negative: the operator joins the members) and text.
+def _chain_members(
+    head: int, outs: Sequence[Sequence[int]], targets: Sequence[int], chainable: Sequence[bool]
+) -> tuple[int, ...]:
+    """A chain's members in depth-first post-order: chained outputs in output order, head last.
 
-    The name is built as one token list, since a long chain would make per-node strings
-    quadratic."""
-    outs, _, chained_outs, chained_in, next_chained = wired
-    parts: list[str] = []
-    members: list[int] = []
-    stack: list[int | str] = [head]
-    pop, push, add, join = stack.pop, stack.append, parts.append, members.append
+    The reverse of that post-order is a pre-order that takes the chained outputs right to left,
+    which a stack yields with one push per member."""
+    order: list[int] = []
+    stack = [head]
     while stack:
-        item = pop()
-        if item.__class__ is str:
-            add(item)  # type: ignore[arg-type]
-            continue
-        if item < 0:  # type: ignore[operator]
-            join(~item)  # type: ignore[operator]
-            continue
-        node: int = item  # type: ignore[assignment]
-        add(ops[node].name)
-        fan = chained_outs[node]
-        if not fan:
-            join(node)
-        elif fan == 1:
-            add(" -> ")
-            push(~node)
-            push(next_chained[node])
-        else:
-            add(" -> (")
-            push(~node)
-            push(")")
-            children = [t for t in outs[node] if chained_in[t]]
-            for i in range(fan - 1, 0, -1):
-                push(children[i])
-                push(", ")
-            push(children[0])
-    return tuple(members), "".join(parts)
+        node = stack.pop()
+        order.append(node)
+        for e in outs[node]:
+            if chainable[e]:
+                stack.append(targets[e])
+    order.reverse()
+    return tuple(order)
 
 
 def _sorted_from_sources(
-    sources: Sequence[int], vertex_outs: Sequence[list[int]], degrees: Sequence[int]
+    sources: Sequence[int],
+    vertex_out: dict[int, Sequence[int]],
+    targets: Sequence[int],
+    chain_of: Sequence[int],
 ) -> list[int]:
     """``JobGraph.getVerticesSortedTopologicallyFromSources``, without its recursion.
 
     The vertices without inputs (source chains) come first; then, from each placed vertex in
     turn, its consumers in the order its outputs were connected, each as soon as all its
-    producers are placed, depth first. A vertex is named by its head, and a non-chained edge
-    always ends at a head (an operator behind a chained edge has no other input), so a head's
-    input count is its vertex's count of producer edges.
+    producers are placed, depth first.
 
     Flink also walks from the vertices placed after the sources, but that never places
     anything: such a vertex already walked its consumers when it was placed, and a consumer
     that was not ready then gets placed by the producer that makes it ready.
     """
-    unplaced = list(degrees)  # per vertex: input edges from producers not placed yet
+    consumers: dict[int, list[int]] = {}
+    unplaced = [0] * len(chain_of)  # per vertex: input edges from producers not placed yet
+    for head, out_edges in vertex_out.items():
+        consumers[head] = vertex_consumers = [chain_of[targets[e]] for e in out_edges]
+        for consumer in vertex_consumers:
+            unplaced[consumer] += 1
     placed: list[int] = list(sources)
-    done = bytearray(len(unplaced))
+    done = bytearray(len(chain_of))
     for vertex in placed:
         done[vertex] = 1
-        for consumer in vertex_outs[vertex]:
+        for consumer in consumers[vertex]:
             unplaced[consumer] -= 1
-    append = placed.append
     for source in sources:
         # Depth first: a stack of the consumers still to look at, the next one on top.
-        stack = vertex_outs[source][::-1]
-        pop, extend = stack.pop, stack.extend
+        stack = consumers[source][::-1]
         while stack:
-            vertex = pop()
+            vertex = stack.pop()
             if done[vertex] or unplaced[vertex]:
                 continue
-            append(vertex)
+            placed.append(vertex)
             done[vertex] = 1
-            consumers = vertex_outs[vertex]
-            for consumer in consumers:
+            next_consumers = consumers[vertex]
+            for consumer in next_consumers:
                 unplaced[consumer] -= 1
-            extend(reversed(consumers))
+            stack.extend(reversed(next_consumers))
     return placed
+
+
+def chained_name(
+    ops: Sequence[Operator],
+    outs: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    chainable: Sequence[bool],
+    head: int,
+) -> str:
+    """Flink's ``createChainedName``: ``A -> B`` for one chained output, ``A -> (B, C)`` for
+    several. Built as one token list, since a long chain would make per-node strings quadratic."""
+    parts: list[str] = []
+    stack: list[int | str] = [head]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        parts.append(ops[item].name)
+        children = [targets[e] for e in outs[item] if chainable[e]]
+        if len(children) == 1:
+            parts.append(" -> ")
+            stack.append(children[0])
+        elif children:
+            parts.append(" -> (")
+            stack.append(")")
+            for i in range(len(children) - 1, -1, -1):
+                stack.append(children[i])
+                if i:
+                    stack.append(", ")
+    return "".join(parts)

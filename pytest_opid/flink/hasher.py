@@ -17,29 +17,23 @@ Everything is seeded with 0 (Guava's ``Hashing.murmur3_128(0)``), via ``mmh3``.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
-from itertools import chain, compress, count, repeat
-from operator import add, attrgetter, eq, is_, is_not, mul, xor
-from struct import Struct
-from typing import Literal
+from itertools import accumulate
+from operator import itemgetter
 
 import mmh3
-from mmh3 import hash128
 
 from pytest_opid.errors import HashCollisionError
-from pytest_opid.flink.chaining import Wiring, flink_chaining, wiring
+from pytest_opid.flink.chaining import flink_chaining
 from pytest_opid.model import Topology
 
-__all__ = ["hash_order", "id_numbers", "operator_ids", "state_id_changes", "uid_operator_id"]
+__all__ = ["hash_order", "operator_ids", "state_id_changes", "uid_operator_id"]
 
 # Folding multiplies every byte by 37 modulo 256 (Java's byte arithmetic keeps the low 8 bits);
 # bytes.translate applies that per byte in C, and the XOR runs on 128-bit integers.
 _TIMES_37 = bytes((b * 37) & 0xFF for b in range(256))
-# Flink's node-local counter: a Java int, little-endian.
-_COUNTER = Struct("<i").pack
-_UID = attrgetter("uid")
-_LITTLE: Literal["little"] = "little"
-_from_bytes = int.from_bytes
+_COUNTER = [i.to_bytes(4, "little", signed=True) for i in range(4096)]
 
 
 def uid_operator_id(uid: str) -> bytes:
@@ -50,154 +44,79 @@ def uid_operator_id(uid: str) -> bytes:
     return mmh3.hash_bytes(uid.encode("utf-8", "replace"), 0)
 
 
-def hash_order(topology: Topology, wired: Wiring | None = None) -> list[int]:
+def hash_order(topology: Topology) -> list[int]:
     """Operator positions in the order ``StreamGraphHasherV2`` hashes them: its breadth-first
     walk, in which an operator without a uid waits for all its inputs. An operator's index in
-    this list is Flink's node-local counter for it. Refactoring analysis reads the same walk.
-
-    Only an operator with several inputs can be waiting or already queued when an input
-    reaches it, so only those keep counts; the outputs of an operator that feeds none of them
-    join the queue in one ``extend``. The queue is a list read while it grows: an operator
-    put back to wait appears in it more than once, and its last appearance is its turn."""
-    outs = (wired or wiring(topology, [False] * len(topology.edges))).outs
-    degrees = topology.in_degrees
-    size = len(degrees)
-    several = bytearray(map((1).__lt__, degrees))
-    waiting = list(map(mul, degrees, several))  # inputs not hashed yet, where there are several
-    no_uid = bytearray(map(is_, map(_UID, topology.operators), repeat(None)))
-    feeds_several = bytearray(size)  # 1 where an output has several inputs
-    any(
-        map(
-            feeds_several.__setitem__,
-            compress(topology.edge_sources, map(several.__getitem__, topology.edge_targets)),
-            repeat(1),
-        )
-    )
-    queued = bytearray(size)
-    queue = list(topology.sources)
-    append, extend = queue.append, queue.extend
-    put_back = False
+    this list is Flink's node-local counter for it. Refactoring analysis reads the same walk."""
+    outs = topology.out_edges
+    targets = [target for _, target in topology.edge_ends]
+    uids = [op.uid for op in topology.operators]
+    waiting = list(topology.in_degrees)  # per operator: how many inputs are not hashed yet
+    visited = bytearray(len(uids))
+    queue = deque(topology.sources)
     for node in queue:
-        if waiting[node] and no_uid[node]:
-            queued[node] = 0  # revisit once the missing input is hashed
-            put_back = True
+        visited[node] = 1
+    order: list[int] = []
+    while queue:
+        node = queue.popleft()
+        if uids[node] is None and waiting[node]:
+            visited[node] = 0  # revisit once the missing input is hashed
             continue
-        if feeds_several[node]:
-            for target in outs[node]:
-                if several[target]:
-                    waiting[target] -= 1
-                    if queued[target]:
-                        continue
-                    queued[target] = 1
-                append(target)
-        else:
-            extend(outs[node])
-    if not put_back:
-        return queue
-    last = dict(zip(queue, count()))  # each operator's last appearance
-    return list(compress(queue, map(eq, map(last.__getitem__, queue), count())))
+        order.append(node)
+        for e in outs[node]:
+            target = targets[e]
+            waiting[target] -= 1
+            if not visited[target]:
+                visited[target] = 1
+                queue.append(target)
+    return order
 
 
 def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
     """The 16-byte OperatorID of every operator, indexed by operator position."""
-    wired = wiring(topology, chainable)
-    ids = id_numbers(topology, wired, hash_order(topology, wired))
-    return list(map(int.to_bytes, ids, repeat(16), repeat(_LITTLE)))
-
-
-def id_numbers(topology: Topology, wired: Wiring, order: Sequence[int]) -> list[int]:
-    """Every operator's OperatorID as a little-endian 128-bit int (``mmh3.hash128``), indexed
-    by operator position, given the walk (:func:`hash_order`).
-
-    All in C: murmur3 of the counter repeated (once, plus once per chainable output) for
-    every generated ID at once, then the inputs folded in by one lazy pipeline over the
-    (operator, input) pairs in walk order, so each fold reads IDs written before it."""
     ops = topology.operators
-    degrees = topology.in_degrees
-    uids = list(map(_UID, ops))
-    ids = [0] * len(ops)
-    generated_mask = list(map(is_, map(uids.__getitem__, order), repeat(None)))
-    generated = list(compress(order, generated_mask))
-    counters = map(_COUNTER, compress(count(), generated_mask))  # Flink's hashes.size()
-    repeats = map(add, map(wired.chained_outs.__getitem__, generated), repeat(1))
-    any(map(ids.__setitem__, generated, map(hash128, map(mul, counters, repeats))))
-    del generated_mask
-    named = list(compress(range(len(ops)), map(is_not, uids, repeat(None))))
-    uid_ids = list(
-        map(
-            hash128,
-            map(str.encode, map(uids.__getitem__, named), repeat("utf-8"), repeat("replace")),
-        )
-    )
-    any(map(ids.__setitem__, named, uid_ids))
-    # The folds: h[j] = h[j] * 37 ^ in[j], byte by byte, for each input in input order.
-    folding = list(compress(generated, map(degrees.__getitem__, generated)))
-    steps = list(chain.from_iterable(map(repeat, folding, map(degrees.__getitem__, folding))))
-    joins = _inputs_of_joins(topology)
-    inputs = chain.from_iterable(
-        map(
-            joins.get, folding, map(repeat, map(wired.single_input.__getitem__, folding), repeat(1))
-        )
-    )
-    times_37 = map(
-        _from_bytes,
-        map(
-            bytes.translate,
-            map(int.to_bytes, map(ids.__getitem__, steps), repeat(16), repeat(_LITTLE)),
-            repeat(_TIMES_37),
-        ),
-        repeat(_LITTLE),
-    )
-    any(map(ids.__setitem__, steps, map(xor, times_37, map(ids.__getitem__, inputs))))
-    if named:
-        distinct = set(uid_ids)
-        if len(distinct) != len(uid_ids) or not distinct.isdisjoint(
-            map(ids.__getitem__, generated)
-        ):
-            _raise_collision(topology, ids, uids, order)
-    return ids
+    outs = topology.out_edges
+    hash_bytes = mmh3.hash_bytes
+    from_bytes = int.from_bytes
 
-
-def _inputs_of_joins(topology: Topology) -> dict[int, list[int]]:
-    """The inputs, in input order, of every operator with several inputs."""
-    degrees = topology.in_degrees
-    targets = topology.edge_targets
-    several = list(map((1).__lt__, map(degrees.__getitem__, targets)))
-    joins: dict[int, list[int]] = {target: [] for target in compress(targets, several)}
-    any(
-        map(
-            list.append,
-            map(joins.__getitem__, compress(targets, several)),
-            compress(topology.edge_sources, several),
-        )
-    )
-    return joins
-
-
-def _raise_collision(
-    topology: Topology, ids: Sequence[int], uids: Sequence[str | None], order: Sequence[int]
-) -> None:
-    """Flink's check, in walk order: a uid's hash must not equal one assigned before it."""
-    ops = topology.operators
-    assigned: dict[int, int] = {}  # every hash so far -> operator position
-    for node in order:
-        digest = ids[node]
+    hashes: list[bytes | None] = [None] * len(ops)
+    uids = [op.uid for op in ops]
+    # Every operator's input operators in input order, in one flat list: sorting the edges by
+    # target (a stable sort keeps edge order) groups them, and operator p's inputs are
+    # inputs[first[p]:first[p + 1]]. Cheaper than a list per operator on a large job.
+    inputs = [source for source, _ in sorted(topology.edge_ends, key=itemgetter(1))]
+    first = [0, *accumulate(topology.in_degrees)]
+    assigned: dict[bytes, int] = {}  # every hash so far -> operator position
+    for count, node in enumerate(hash_order(topology)):  # count: Flink's hashes.size()
         uid = uids[node]
-        if uid is not None and digest in assigned:
-            other = ops[assigned[digest]]
-            raise HashCollisionError(
-                f"hash collision on uid {uid!r} of operator {ops[node].id}: its OperatorID "
-                f"{digest.to_bytes(16, 'little').hex()} is already taken by operator "
-                f"{other.id} ({other.name!r})"
-            )
+        if uid is not None:
+            digest = uid_operator_id(uid)
+            if digest in assigned:
+                other = ops[assigned[digest]]
+                raise HashCollisionError(
+                    f"hash collision on uid {uid!r} of operator {ops[node].id}: its OperatorID "
+                    f"{digest.hex()} is already taken by operator {other.id} ({other.name!r})"
+                )
+        else:
+            repeat = 1
+            for e in outs[node]:
+                if chainable[e]:
+                    repeat += 1
+            local = _COUNTER[count] if count < 4096 else count.to_bytes(4, "little", signed=True)
+            digest = hash_bytes(local * repeat, 0)
+            for source in inputs[first[node] : first[node + 1]]:
+                folded = from_bytes(digest.translate(_TIMES_37), "little")
+                digest = (folded ^ from_bytes(hashes[source], "little")).to_bytes(16, "little")  # type: ignore[arg-type]
+        hashes[node] = digest
         assigned[digest] = node
+    return hashes  # type: ignore[return-value]  # every node of a DAG is reached
 
 
 def _walk_positions(topology: Topology) -> list[int]:
     """Each operator's place in the hashing walk (its node-local counter)."""
     position = [-1] * len(topology.operators)
-    for counter, node in enumerate(hash_order(topology)):
-        position[node] = counter
+    for count, node in enumerate(hash_order(topology)):
+        position[node] = count
     return position
 
 
