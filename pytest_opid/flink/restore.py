@@ -447,14 +447,14 @@ class _Check:
 
     def _assigned_by_id(self, ok: list[bool], at: list[int], owner: dict[str, int]) -> bool:
         """Whether step 2 is settled without looking at each state: no new operator has a
-        user-defined ID, no two share an ID, no two states share one, and no mapped state has
-        a max parallelism below its vertex's parallelism. Then the operator with a mapped
-        state's ID takes it, every one is taken, and nothing fails (receivers follow lazily)."""
+        user-defined ID, no two share an ID, and no mapped state has a max parallelism below
+        its vertex's parallelism. Then the operator with a mapped state's ID takes it, every
+        one is taken (of states sharing an ID, the last: step 1 kept only that one), and
+        nothing fails; receivers follow lazily."""
         generated, ids = self.generated, self.states.ids
         if not (
             self.users.count(None) == len(self.users)
             and len(owner) == len(generated)  # owner's keys: the generated IDs
-            and len(set(ids)) == len(ids)
         ):
             return False
         parallelism = [v.parallelism for v in self.vertices]
