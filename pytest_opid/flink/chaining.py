@@ -176,8 +176,13 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
             chain_of[head] = head
             vertex_out[head] = head_outs
             continue
-        members = _chain_members(head, outs, targets, chainable)
-        name = chained_name(ops, outs, targets, chainable, head)
+        line = _straight_chain(head, outs, targets, chainable)
+        if line is not None:  # half the chains of a real job: A -> B -> C
+            members = tuple(reversed(line))
+            name = " -> ".join([ops[m].name for m in line])
+        else:
+            members = _chain_members(head, outs, targets, chainable)
+            name = chained_name(ops, outs, targets, chainable, head)
         chains[head] = new(Chain, (head, members, name, op.parallelism))
         for m in members:
             chain_of[m] = head
@@ -185,6 +190,23 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
 
     order = _sorted_from_sources(topology.sources, vertex_out, targets, chain_of)
     return [chains[head] for head in order]
+
+
+def _straight_chain(
+    head: int, outs: Sequence[Sequence[int]], targets: Sequence[int], chainable: Sequence[bool]
+) -> list[int] | None:
+    """A chain's members from its head on, where every member has at most one chained output
+    (its name is then ``A -> B -> C`` and its post-order the reverse); else None."""
+    line = [head]
+    node = head
+    while True:
+        chained = [e for e in outs[node] if chainable[e]]
+        if not chained:
+            return line
+        if len(chained) > 1:
+            return None
+        node = targets[chained[0]]
+        line.append(node)
 
 
 def _chain_members(
