@@ -257,8 +257,7 @@ _OLD, _NEW = itemgetter(0), itemgetter(1)
 
 def _state_ids(operators: Sequence[OperatorFingerprint]) -> list[str]:
     """Each operator's state ID, as a column: the operator IDs where no user ID is set."""
-    users = list(map(_USER_ID, operators))
-    if users.count(None) == len(users):
+    if not any(map(_USER_ID, operators)):
         return list(map(_OPERATOR_ID, operators))
     return [op.state_id for op in operators]
 

@@ -717,9 +717,9 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
     return list(zip(*rows, strict=True)) if rows else [()] * width
 
 
-def _or_default(column: tuple[Any, ...], default: Any) -> Any:
+def _or_default(column: tuple[Any, ...], default: Any) -> tuple[Any, ...]:
     """``column`` with UNSET as ``default``: a dict lookup per value, in C (hashable values)."""
-    return list(map({UNSET: default}.get, column, column)) if UNSET in column else column
+    return tuple(map({UNSET: default}.get, column, column))
 
 
 def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
@@ -740,6 +740,9 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
     node, name, oid, user, uid, par, max_par, stateful = _columns(ops, 8)
     ids, names, pars, max_pars, _, vertex_nodes = _columns(vertices, 6)
     generated, user_defined = _columns(members, 2)
+    unset_ops = _unset_in(user, uid, par, max_par, stateful)
+    unset_vertices = _unset_in(max_pars, vertex_nodes)
+    unset_members = user_defined.count(UNSET)
     keys = (
         8 * len(ops)
         + 6 * len(vertices)
@@ -747,9 +750,9 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         + 5 * len(states)
         + 3 * len(stores)
         + 8
-        - _unset_in(user, uid, par, max_par, stateful)
-        - _unset_in(max_pars, vertex_nodes)
-        - user_defined.count(UNSET)
+        - unset_ops
+        - unset_vertices
+        - unset_members
         - _unset(states)
         - _unset(stores)
         - top.count(UNSET)
@@ -781,18 +784,18 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         ends.update(map(itemgetter(1), edges))
         if not ends <= nodes:
             return None  # an edge to no operator
-    chained = iter(
-        map(
-            _new,
-            repeat(ChainedOperator),
-            zip(generated, _or_default(user_defined, None), strict=True),
-        )
-    )
+    if unset_members:  # optional keys left out: their defaults, column by column
+        user_defined = _or_default(user_defined, None)
+    if unset_vertices:
+        max_pars = _or_default(max_pars, -1)
+        vertex_nodes = tuple(() if n is UNSET else n for n in vertex_nodes)
+    if unset_ops:
+        user, uid, stateful = (_or_default(c, None) for c in (user, uid, stateful))
+        par, max_par = _or_default(par, -1), _or_default(max_par, -1)
+    chained = iter(map(_new, repeat(ChainedOperator), zip(generated, user_defined, strict=True)))
     # Later vertices win, as in the precise reader.
     vertex_of = dict(zip(generated, chain.from_iterable(map(repeat, ids, sizes)), strict=True))
     groups = map(tuple, map(islice, repeat(chained), sizes))  # each vertex's run of members
-    if UNSET in vertex_nodes:
-        vertex_nodes = tuple(() if n is UNSET else n for n in vertex_nodes)
     job_vertices = tuple(
         map(
             _new,
@@ -803,7 +806,7 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
                 pars,
                 groups,
                 map(tuple, vertex_nodes),
-                _or_default(max_pars, -1),
+                max_pars,
                 strict=True,
             ),
         )
@@ -816,12 +819,12 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
                 node,
                 name,
                 oid,
-                _or_default(user, None),
-                _or_default(uid, None),
-                _or_default(par, -1),
+                user,
+                uid,
+                par,
                 map(vertex_of.get, oid),
-                _or_default(max_par, -1),
-                _or_default(stateful, None),
+                max_par,
+                stateful,
                 strict=True,
             ),
         )

@@ -240,16 +240,17 @@ def _normalized(parallelism: int) -> int:
 
 def _new_vertices(
     new: Fingerprint,
-) -> tuple[list[_Vertex], list[ChainedOperator], list[int], dict[str, int]]:
-    """The new job's vertices, their operators in order, the index of the vertex each runs in,
-    and the vertex of each generated ID (a later vertex listing it wins, as in Flink's
-    HashMap). Operators that no vertex lists (a saved fingerprint without chains) run as
-    vertices of their own."""
+) -> tuple[list[_Vertex], list[ChainedOperator], list[str], list[int], dict[str, int]]:
+    """The new job's vertices, their operators in order with their generated IDs, the index
+    of the vertex each runs in, and the vertex of each generated ID (a later vertex listing it
+    wins, as in Flink's HashMap). Operators that no vertex lists (a saved fingerprint without
+    chains) run as vertices of their own."""
     vertices = list(new.job_vertices)
     members = list(chain.from_iterable(map(_OPERATORS, vertices)))
+    generated = list(map(itemgetter(0), members))
     sizes = map(len, map(_OPERATORS, vertices))
     at = list(chain.from_iterable(map(repeat, range(len(vertices)), sizes)))
-    vertex_of = dict(zip(map(itemgetter(0), members), at, strict=True))
+    vertex_of = dict(zip(generated, at, strict=True))
     ids = list(map(_OPERATOR_ID, new.operators))
     if not all(map(vertex_of.__contains__, ids)):
         unlisted = list(compress(new.operators, map(not_, map(vertex_of.__contains__, ids))))
@@ -266,11 +267,12 @@ def _new_vertices(
                 )
             )
             members.append(member)
+            generated.append(op.operator_id)
             at.append(len(vertices) - 1)
             vertex_of[op.operator_id] = len(vertices) - 1
     settings = map(_scheduled, map(_VERTEX_PARALLELISM, vertices), map(_VERTEX_MAX, vertices))
     scheduled = list(map(tuple.__new__, repeat(_Vertex), map(add, zip(vertices), settings)))
-    return scheduled, members, at, vertex_of
+    return scheduled, members, generated, at, vertex_of
 
 
 @lru_cache(maxsize=4096)  # a job has few settings: map() over its vertices then runs in C
@@ -337,8 +339,9 @@ class _Check:
         self.from_fingerprint = from_fingerprint
         #: every vertex's operators in order, their generated and user-defined IDs, and the
         #: index of the vertex each runs in
-        self.vertices, self.members, self.member_vertex, self.vertex_of = _new_vertices(new)
-        self.generated = list(map(itemgetter(0), self.members))
+        self.vertices, self.members, self.generated, self.member_vertex, self.vertex_of = (
+            _new_vertices(new)
+        )
         self.users = list(map(itemgetter(1), self.members))
         self._receivers: dict[str, OperatorFingerprint] | None = None
         self._taken: list[str] = []  # the IDs of the states taken, where receivers are lazy
