@@ -347,7 +347,6 @@ class _Check:
         self._taken: list[str] = []  # the IDs of the states taken, where receivers are lazy
         #: unclaimed operators by uid or name (field number), as far as looked up
         self._free: dict[int, dict[str, list[OperatorFingerprint]]] | None = None
-        self._unclaimed_ops: list[OperatorFingerprint] = []
         self._indexed: set[int] = set()  # fields of _free that index every value
 
     @cached_property
@@ -547,36 +546,46 @@ class _Check:
 
     # -- who should have got the state -------------------------------------------------------
 
-    def _unclaimed(self) -> list[OperatorFingerprint]:
-        """The new operators that take no state, in order (by columns). Where step 2 was
-        settled by ID and no two operators share one, those are the operators whose ID no
-        state was taken under: no receivers needed."""
-        operators = self.new.operators
+    @cached_property
+    def _claims(self) -> tuple[Callable[[OperatorFingerprint], object], set[object]]:
+        """How to tell a new operator that takes state, and the keys of those that do: where
+        step 2 was settled by ID and no two operators share one, their IDs (no receivers
+        needed); else the receivers themselves, by identity."""
         if self._receivers is None:
-            ids = list(map(_OPERATOR_ID, operators))
+            ids = list(map(_OPERATOR_ID, self.new.operators))
             if len(set(ids)) == len(ids):
-                taken = set(self._taken)
-                return list(compress(operators, map(not_, map(taken.__contains__, ids))))
-        claimed = set(map(id, self.receivers.values()))
-        return list(compress(operators, map(not_, map(claimed.__contains__, map(id, operators)))))
+                return _OPERATOR_ID, set(self._taken)
+        return id, set(map(id, self.receivers.values()))
+
+    def _unclaimed(
+        self, operators: Sequence[OperatorFingerprint] | None = None
+    ) -> list[OperatorFingerprint]:
+        """The new operators (of ``operators``, else all) that take no state, in order."""
+        if operators is None:
+            operators = self.new.operators
+        key, claimed = self._claims
+        return list(compress(operators, map(not_, map(claimed.__contains__, map(key, operators)))))
 
     def _free_with(self, field: int, value: str) -> list[OperatorFingerprint]:
         """The unclaimed operators whose uid (``field`` 4) or name (1) is ``value``, in order.
-        The first few values are looked up by a scan in C; past those, an index of every
-        value is built once (a Python step per operator, worth it only for many lookups)."""
+        The first few values are looked up by a scan of every operator in C, and only the few
+        found are asked whether they take state; past those, an index of every unclaimed
+        operator's value is built once (a Python step per operator, worth it only for many
+        lookups)."""
         if self._free is None:
             self._free = {}
-            self._unclaimed_ops = self._unclaimed()
         found = self._free.setdefault(field, {})
         if value in found:
             return found[value]
         if field in self._indexed:
             return []
-        ops = self._unclaimed_ops
         if len(found) < _SCANS:
-            found[value] = list(compress(ops, map(eq, map(itemgetter(field), ops), repeat(value))))
+            everyone = self.new.operators
+            column = map(itemgetter(field), everyone)
+            found[value] = self._unclaimed(list(compress(everyone, map(eq, column, repeat(value)))))
             return found[value]
         index: dict[str, list[OperatorFingerprint]] = {}
+        ops = self._unclaimed()
         for op, key in zip(ops, map(itemgetter(field), ops), strict=True):
             if key is not None:
                 index.setdefault(key, []).append(op)
