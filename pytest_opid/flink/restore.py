@@ -189,14 +189,16 @@ def _fingerprint_states(old: Fingerprint) -> _States:
         operators = tuple(
             compress(operators, map(is_not, map(_STATEFUL, operators), repeat(False)))
         )
-    maxima = list(map(vertex_max.get, map(_JOB_VERTEX, operators)))
-    if None in maxima:  # no vertex lists it: its own setting
+    found = list(map(vertex_max.get, map(_JOB_VERTEX, operators)))
+    if None in found:  # no vertex lists it: its own setting
         maxima = [
             _max_parallelism(op.max_parallelism, op.parallelism) if m is None else m
-            for op, m in zip(operators, maxima, strict=True)
+            for op, m in zip(operators, found, strict=True)
         ]
+    else:
+        maxima = cast(list[int], found)
     ids = list(map(_OPERATOR_ID, operators))
-    return _States(ids, maxima, partial(_fingerprint_state, operators, maxima))  # type: ignore[arg-type]
+    return _States(ids, maxima, partial(_fingerprint_state, operators, maxima))
 
 
 def _fingerprint_state(
