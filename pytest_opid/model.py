@@ -49,7 +49,21 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            _promote_young_objects()
             gc.enable()
+
+
+def _promote_young_objects() -> None:
+    """Move every object the collector tracks to its oldest generation without a pass over
+    them (``gc.freeze()`` then ``gc.unfreeze()``, two list splices). What we just built (a
+    topology, a fingerprint) lives long; left young, the collector would scan all of it two or
+    three times on its way to the oldest generation, which on a 100k-operator job costs more
+    than a third of building it. Young garbage cycles of the caller's are collected at the next
+    full collection instead. Skipped where the program froze objects itself (a pre-fork
+    server), since unfreezing would undo that."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 #: Flink's ``setUidHash`` accepts exactly 32 hex digits.
