@@ -57,7 +57,9 @@ def flink_chaining(topology: Topology) -> list[bool]:
     ops = topology.operators
     degrees = topology.in_degrees
     same_max = not topology.chain_different_max_parallelism
-    for e, (up_pos, down_pos) in enumerate(topology.edge_ends):
+    for e, (up_pos, down_pos) in enumerate(
+        zip(topology.edge_sources, topology.edge_targets, strict=True)
+    ):
         edge = edges[e]
         # With a single input the union check (no other input at the same type number) always
         # passes, so it needs no code here.
@@ -152,7 +154,7 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
     """
     ops = topology.operators
     outs = topology.out_edges
-    targets = [target for _, target in topology.edge_ends]
+    targets = topology.edge_targets
     count = len(ops)
     degrees = topology.in_degrees
     chained_input = bytearray(count)  # per operator: 1 if a chainable edge leads into it

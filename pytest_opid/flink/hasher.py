@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate
-from operator import itemgetter
 
 import mmh3
 
@@ -49,7 +48,7 @@ def hash_order(topology: Topology) -> list[int]:
     walk, in which an operator without a uid waits for all its inputs. An operator's index in
     this list is Flink's node-local counter for it. Refactoring analysis reads the same walk."""
     outs = topology.out_edges
-    targets = [target for _, target in topology.edge_ends]
+    targets = topology.edge_targets
     uids = [op.uid for op in topology.operators]
     waiting = list(topology.in_degrees)  # per operator: how many inputs are not hashed yet
     visited = bytearray(len(uids))
@@ -84,7 +83,9 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
     # Every operator's input operators in input order, in one flat list: sorting the edges by
     # target (a stable sort keeps edge order) groups them, and operator p's inputs are
     # inputs[first[p]:first[p + 1]]. Cheaper than a list per operator on a large job.
-    inputs = [source for source, _ in sorted(topology.edge_ends, key=itemgetter(1))]
+    sources = topology.edge_sources
+    by_target = sorted(range(len(sources)), key=topology.edge_targets.__getitem__)
+    inputs = [sources[e] for e in by_target]
     first = [0, *accumulate(topology.in_degrees)]
     assigned: dict[bytes, int] = {}  # every hash so far -> operator position
     for count, node in enumerate(hash_order(topology)):  # count: Flink's hashes.size()
