@@ -48,7 +48,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_opid.flink.compute import compute  # noqa: E402
-from pytest_opid.flink.document import dump_document, load_document  # noqa: E402
+from pytest_opid.flink.document import load_document  # noqa: E402
 
 LARGE = ROOT / "tests" / "data" / "large_10k.jsonl.gz"
 COPIES = 10
@@ -172,43 +172,40 @@ def ours_whole(path: str) -> str:
 
 
 def run_with_rss(args: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of a fresh Python process running ``args`` (a script)."""
-    probe = (
-        "import resource, runpy, sys\n"
-        "sys.argv = sys.argv[1:]\n"
-        "try:\n"
-        "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-        "except SystemExit as exc:\n"
-        "    code = exc.code\n"
-        "else:\n"
-        "    code = 0\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-        "sys.exit(code)\n"
-    )
+    """(wall seconds, peak RSS MiB) of a fresh Python process running the script ``args[0]``;
+    the peak is the child's own, as ``wait4`` reports it."""
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", probe, *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
+    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
-    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{args[0]} exited with {child.returncode}")
+    return wall, usage.ru_maxrss / 1024
 
 
 def million(tmp: Path) -> dict[str, float]:
-    """``opid fingerprint --json`` of a seeded 1,000,000-operator pipeline, as a command."""
-    sys.path.insert(0, str(HERE))
-    from bench_core import random_topology  # the same seeded jobs as the core benchmark
+    """``opid fingerprint --json`` of a seeded 1,000,000-operator pipeline, as a command.
 
+    Runs first, and the document is written by a process of its own: a child's peak RSS, as
+    Linux keeps it, starts from what its parent held when it forked."""
     path = tmp / "million.json"
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(dump_document(random_topology(1_000_000, seed=1_000_000)), f)
+    write = tmp / "write_million.py"
+    write.write_text(
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(HERE)!r})\n"
+        "from bench_core import random_topology  # the core benchmark's seeded jobs\n"
+        "from pytest_opid.flink.document import dump_document\n"
+        f"with open({str(path)!r}, 'w', encoding='utf-8') as f:\n"
+        "    json.dump(dump_document(random_topology(1_000_000, seed=1_000_000)), f)\n",
+        encoding="utf-8",
+    )
+    subprocess.run([sys.executable, str(write)], check=True)
     cli = tmp / "opid_json.py"
     cli.write_text(
-        "import sys\nfrom pytest_opid.cli import main\n"
-        f"sys.exit(main(['fingerprint', {str(path)!r}, '--json']))\n",
+        # What the installed `opid` command runs (pytest_opid.cli:run).
+        "import sys\nfrom pytest_opid.cli import run\n"
+        f"sys.argv = ['opid', 'fingerprint', {str(path)!r}, '--json']\nrun()\n",
         encoding="utf-8",
     )
     plain = tmp / "plain_json.py"
@@ -231,9 +228,10 @@ def million(tmp: Path) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(argv or [])
-    doc = big_document()
-    operators = len(doc["nodes"])
     with tempfile.TemporaryDirectory() as tmp:
+        big = None if "--no-1m" in argv else million(Path(tmp))
+        doc = big_document()
+        operators = len(doc["nodes"])
         path = os.path.join(tmp, "program.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(doc, f)
@@ -282,7 +280,6 @@ def main(argv: list[str] | None = None) -> None:
                 f"  whole path per operator at {count:,}: {mine / count * 1e6:.1f} µs "
                 f"(reference {theirs / count * 1e6:.1f} µs)"
             )
-        big = None if "--no-1m" in argv else million(Path(tmp))
     if big is not None:
         print(
             f"opid fingerprint --json, 1,000,000 operators ({big['mib']:.0f} MiB document): "
