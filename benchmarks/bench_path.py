@@ -26,7 +26,6 @@ time and the process's peak RSS, next to a process that only does ``json.loads``
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import os
@@ -35,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +44,9 @@ import mmh3
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from bench_core import best_of, peak_memory  # noqa: E402  (the core benchmark's measuring)
 
 from pytest_opid.flink.compute import compute  # noqa: E402
 from pytest_opid.flink.document import load_document  # noqa: E402
@@ -145,26 +146,12 @@ def plain_whole(path: str) -> str:
 
 
 def best(fn: Callable[[], object], runs: int = 3) -> float:
-    seconds = float("inf")
-    for _ in range(runs):
-        gc.collect()
-        start = time.perf_counter()
-        result = fn()
-        seconds = min(seconds, time.perf_counter() - start)
-        del result
-    return seconds
+    """The fastest of ``runs`` calls, in wall seconds (``bench_core.best_of``)."""
+    return best_of(runs, fn)[0]
 
 
 def peak_mib(fn: Callable[[], object]) -> float:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        result = fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    del result
-    return peak / 2**20
+    return peak_memory(fn) / 2**20
 
 
 def ours_whole(path: str) -> str:

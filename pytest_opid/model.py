@@ -186,12 +186,9 @@ class Topology:
         chain_different_max_parallelism: bool = True,
         runtime_mode: RuntimeMode = RuntimeMode.STREAMING,
     ) -> None:
-        object.__setattr__(self, "operators", tuple(operators))
-        object.__setattr__(self, "edges", tuple(edges))
-        object.__setattr__(self, "chaining_enabled", chaining_enabled)
-        object.__setattr__(self, "chain_different_max_parallelism", chain_different_max_parallelism)
-        object.__setattr__(self, "runtime_mode", runtime_mode)
-        object.__setattr__(self, "_index", {})
+        self._assign(
+            operators, edges, chaining_enabled, chain_different_max_parallelism, runtime_mode
+        )
         with gc_paused():
             self._validate(check_fields=True)
 
@@ -209,15 +206,28 @@ class Topology:
         schema-driven decoder does in C. Only the structure is checked here: unique ids and uids,
         edges between existing operators, no cycle. Anything else must use the constructor."""
         self = cls.__new__(cls)
+        self._assign(
+            operators, edges, chaining_enabled, chain_different_max_parallelism, runtime_mode
+        )
+        with gc_paused():
+            self._validate(check_fields=False)
+        return self
+
+    def _assign(
+        self,
+        operators: Iterable[Operator],
+        edges: Iterable[Edge],
+        chaining_enabled: bool,
+        chain_different_max_parallelism: bool,
+        runtime_mode: RuntimeMode,
+    ) -> None:
+        """Set the frozen fields (both constructors), before any check."""
         object.__setattr__(self, "operators", tuple(operators))
         object.__setattr__(self, "edges", tuple(edges))
         object.__setattr__(self, "chaining_enabled", chaining_enabled)
         object.__setattr__(self, "chain_different_max_parallelism", chain_different_max_parallelism)
         object.__setattr__(self, "runtime_mode", runtime_mode)
         object.__setattr__(self, "_index", {})
-        with gc_paused():
-            self._validate(check_fields=False)
-        return self
 
     # -- structure -------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from msgspec.structs import astuple
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.json import check_hex_id, describe_json, parse_json, short
+from pytest_opid.io.json import check_hex_id, describe_json, key_count, parse_json, short
 from pytest_opid.model import gc_paused
 
 __all__ = [
@@ -588,7 +588,6 @@ class _Saved(Struct, forbid_unknown_fields=True, gc=False):
 _DECODER = msgspec.json.Decoder(_Saved)
 _ENCODER = msgspec.json.Encoder()
 _new = tuple.__new__
-_ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
 
 
 class _Out(Struct, gc=False):
@@ -728,8 +727,6 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
     precise path names them). Rows are taken apart into columns and built again with ``map``
     and ``zip``: no Python code per operator."""
     raw_bytes = raw.encode("utf-8") if isinstance(raw, str) else raw
-    if raw_bytes.find(b"\\") != -1 and any(e in raw_bytes for e in _ESCAPED_COLONS):
-        return None  # a colon written as an escape would hide from the key count
     ops = list(map(astuple, saved.operators))
     vertices = list(map(astuple, saved.job_vertices))
     sizes = list(map(len, map(itemgetter(4), vertices)))
@@ -768,9 +765,8 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         saved.sources or (),
         map(itemgetter(2), saved.edges or ()),
     )
-    # Outside strings a colon only separates a key from its value (io.json.key_count; escaped
-    # colons were ruled out above): more colons than keys decoded means a repeated key.
-    if raw_bytes.count(b":") - _colons(strings) != keys:
+    # More keys in the text than the decoded objects hold means a repeated key.
+    if key_count(raw_bytes, _colons(strings)) != keys:
         return None
     if not _all_hex(chain(oid, user, generated, user_defined, ids, map(itemgetter(1), states))):
         return None

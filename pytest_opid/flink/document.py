@@ -20,7 +20,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from pytest_opid.errors import DocumentError, TopologyError
-from pytest_opid.io.json import describe_json, key_count, read_json
+from pytest_opid.io.json import describe_json, key_count, parse_json_bytes, read_bytes
 from pytest_opid.model import (
     ChainingStrategy,
     Edge,
@@ -66,16 +66,14 @@ def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topolog
     """A topology from a document given as a mapping or a path to a JSON file."""
     if isinstance(source, Mapping):
         return topology_from_document(source)
+    raw = read_bytes(source)
     try:
-        with open(source, "rb") as f:
-            topology = decode_document(f.read())
-    except OSError:
-        topology = None  # read_json names the problem
+        topology = decode_document(raw)
     except (DocumentError, TopologyError) as exc:
         raise type(exc)(f"{source}: {exc}") from None
     if topology is not None:
         return topology
-    data = read_json(source)
+    data = parse_json_bytes(raw, str(source))  # the precise path names what the fast one declined
     try:
         return topology_from_document(data)
     except (DocumentError, TopologyError) as exc:
