@@ -11,13 +11,15 @@ from __future__ import annotations
 import enum
 import json
 import os
+import threading
 from collections import Counter
 from collections.abc import Mapping
+from itertools import repeat
 from operator import attrgetter, methodcaller
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import UNSET, Meta, UnsetType
+from msgspec import Meta
 
 from pytest_opid.errors import DocumentError, TopologyError
 from pytest_opid.io.json import describe_json, key_count, parse_json_bytes, read_bytes
@@ -286,11 +288,13 @@ def _json_repr(value: Any) -> str:
 # -- the fast path: JSON bytes decoded and checked in C -----------------------------------------
 #
 # msgspec decodes a document straight into these structs and checks every type, range and enum
-# member on the way. Optional keys default to UNSET, so that the keys an object holds can be
-# counted: msgspec keeps the last of a repeated key, and a count that differs from the text's
-# (``key_count``) sends the input to the precise path, which names the repetition. Any input the
-# fast path does not vouch for is read again by ``topology_from_document``, so every error
-# message is the precise path's.
+# member on the way. msgspec keeps the last of a repeated key, so the loader counts the keys the
+# objects hold against the text's (``key_count``): a difference sends the input to the precise
+# path, which names the repetition. A key the document leaves out takes its default from a
+# *counted* source (``_default``): msgspec calls the field's factory once per missing key, so the
+# keys held are the fields decoded less the factory calls, without a second look at any object.
+# Any input the fast path does not vouch for is read again by ``topology_from_document``, so
+# every error message is the precise path's.
 
 #: 64-bit integers, which msgspec checks in C; the strict reader also takes larger literals of
 #: up to 20 characters, and reads such (unlikely) documents on the precise path.
@@ -299,25 +303,41 @@ _Int = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 _Count = Annotated[int, Meta(ge=-1, le=2**63 - 1)]
 _UidHash = Annotated[str, Meta(pattern=r"^[0-9A-Fa-f]{32}\Z")]
 
+_PLENTY = 2**62
+_SOURCES: list[repeat[Any]] = []
+_COUNTING = threading.Lock()  # a decoding's count of defaults must not mix with another thread's
+
+
+def _default(value: Any, name: str | None = None) -> Any:
+    """A struct field (keyed ``name`` in the text, if given) whose default, the precise path's,
+    comes from a counted source: a ``repeat`` iterator of its own, whose length hint drops by
+    one per key left out."""
+    source = repeat(value, _PLENTY)
+    _SOURCES.append(source)
+    return msgspec.field(default_factory=source.__next__, name=name)
+
+
+def _defaults_taken() -> int:
+    """How many defaults all sources have handed out so far."""
+    return len(_SOURCES) * _PLENTY - sum(map(methodcaller("__length_hint__"), _SOURCES))
+
 
 class _Node(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A node as the document spells it; field order is :class:`Operator`'s."""
 
     id: _Int
     name: str
-    parallelism: _Count | UnsetType = UNSET
-    max_parallelism: _Count | UnsetType = UNSET
-    slot_sharing_group: str | UnsetType | None = UNSET
-    chaining_strategy: ChainingStrategy | UnsetType | None = UNSET
-    uid: str | UnsetType | None = UNSET
-    uid_hash: _UidHash | UnsetType | None = UNSET
-    source: SourceKind | UnsetType | None = UNSET
-    yielding: bool | UnsetType = UNSET
-    parallelism_configured: bool | UnsetType = UNSET
-    # Not UNSET: documents leave "state" out where it is unknown (dump_document does), and
-    # reading such a document twice would cost a second decoding. The count of keys takes a
-    # present "state" from its value instead, so an explicit "state": null is read precisely.
-    stateful: bool | None = msgspec.field(default=None, name="state")
+    parallelism: _Count = _default(-1)
+    max_parallelism: _Count = _default(-1)
+    slot_sharing_group: str | None = _default("default")
+    chaining_strategy: ChainingStrategy | None = _default(ChainingStrategy.ALWAYS)
+    uid: str | None = _default(None)
+    uid_hash: _UidHash | None = _default(None)
+    source: SourceKind | None = _default(None)
+    yielding: bool = _default(False)
+    parallelism_configured: bool = _default(False)
+    # "state": absent (or null) means unknown
+    stateful: bool | None = _default(None, name="state")
 
 
 class _Edge(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -325,53 +345,24 @@ class _Edge(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
     source: _Int
     target: _Int
-    partitioner: Partitioner | UnsetType = UNSET
-    type_number: Annotated[int, Meta(ge=0, le=2**63 - 1)] | UnsetType = UNSET
-    exchange_mode: ExchangeMode | UnsetType = UNSET
+    partitioner: Partitioner = _default(Partitioner.FORWARD)
+    type_number: Annotated[int, Meta(ge=0, le=2**63 - 1)] = _default(0)
+    exchange_mode: ExchangeMode = _default(ExchangeMode.UNDEFINED)
 
 
 class _Document(msgspec.Struct, forbid_unknown_fields=True):
     nodes: list[_Node]
     edges: list[_Edge]
-    version: Literal[1] | UnsetType = UNSET
-    runtime_mode: RuntimeMode | UnsetType = UNSET
-    chaining_enabled: bool | UnsetType = UNSET
-    chain_different_max_parallelism: bool | UnsetType = UNSET
-
-
-class _FullNode(_Node, forbid_unknown_fields=True, gc=False):
-    """A node read a second time, with the model's defaults, when the document omits keys."""
-
-    parallelism: int = -1
-    max_parallelism: int = -1
-    slot_sharing_group: str | None = "default"
-    chaining_strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS
-    uid: str | None = None
-    uid_hash: str | None = None
-    source: SourceKind | None = None
-    yielding: bool = False
-    parallelism_configured: bool = False
-    stateful: bool | None = msgspec.field(default=None, name="state")
-
-
-class _FullEdge(_Edge, forbid_unknown_fields=True, gc=False):
-    partitioner: Partitioner = Partitioner.FORWARD
-    type_number: int = 0
-    exchange_mode: ExchangeMode = ExchangeMode.UNDEFINED
-
-
-class _FullDocument(msgspec.Struct):
-    nodes: list[_FullNode]
-    edges: list[_FullEdge]
+    version: Literal[1] = _default(1)
+    runtime_mode: RuntimeMode = _default(RuntimeMode.STREAMING)
+    chaining_enabled: bool = _default(True)
+    chain_different_max_parallelism: bool = _default(True)
 
 
 _DECODER = msgspec.json.Decoder(_Document)
-_FULL_DECODER = msgspec.json.Decoder(_FullDocument)
-_UNSET_COUNT = methodcaller("count", UNSET)
-_STATEFUL = attrgetter("stateful")
-_astuple = msgspec.structs.astuple
-_NODE_KEYS_MAX = len(_Node.__struct_fields__)
-_EDGE_KEYS_MAX = len(_Edge.__struct_fields__)
+_NODE_FIELDS = len(_Node.__struct_fields__)
+_EDGE_FIELDS = len(_Edge.__struct_fields__)
+_TOP_FIELDS = len(_Document.__struct_fields__)
 
 
 def decode_document(raw: bytes) -> Topology | None:
@@ -384,55 +375,30 @@ def decode_document(raw: bytes) -> Topology | None:
 
 
 def _decode_document(raw: bytes) -> Topology | None:
-    try:
-        doc = _DECODER.decode(raw)
-    except (msgspec.MsgspecError, UnicodeDecodeError):  # msgspec checks UTF-8 too
-        return None
+    with _COUNTING:
+        before = _defaults_taken()
+        try:
+            doc = _DECODER.decode(raw)
+        except (msgspec.MsgspecError, UnicodeDecodeError):  # msgspec checks UTF-8 too
+            return None
+        omitted = _defaults_taken() - before
     nodes: list[Any] = doc.nodes
     edges: list[Any] = doc.edges
     if not nodes:
         return None
-    unset_nodes = sum(map(_UNSET_COUNT, map(_astuple, nodes)))
-    unset_edges = sum(map(_UNSET_COUNT, map(_astuple, edges)))
-    stated = len(nodes) - list(map(_STATEFUL, nodes)).count(None)
-    top = _astuple(doc)[2:]
-    keys = (
-        2
-        + len(top)
-        - top.count(UNSET)
-        + len(nodes) * (_NODE_KEYS_MAX - 1)
-        + stated
-        - unset_nodes
-        + len(edges) * _EDGE_KEYS_MAX
-        - unset_edges
-    )
+    keys = _TOP_FIELDS + len(nodes) * _NODE_FIELDS + len(edges) * _EDGE_FIELDS - omitted
     if key_count(raw, _colons(nodes)) != keys:
         return None  # a repeated key
-    settings = {
-        "chaining_enabled": _given(doc.chaining_enabled, True),
-        "chain_different_max_parallelism": _given(doc.chain_different_max_parallelism, True),
-        "runtime_mode": _given(doc.runtime_mode, RuntimeMode.STREAMING),
-    }
-    del doc  # from here on, each reading is let go of as soon as it is used
-    if unset_nodes or unset_edges:
-        # Keys were left out: read again with the model's defaults (msgspec.convert takes no
-        # UNSET).
-        del nodes, edges
-        full = _FULL_DECODER.decode(raw)
-        nodes, edges = full.nodes, full.edges
-        del full
     for column in (attrgetter("parallelism"), attrgetter("max_parallelism")):
         if 0 in set(map(column, nodes)):
             return None  # parallelism 0: the precise path names the node
+    settings = (doc.chaining_enabled, doc.chain_different_max_parallelism, doc.runtime_mode)
+    del doc  # from here on, each reading is let go of as soon as it is used
     operators = msgspec.convert(nodes, list[Operator], from_attributes=True)
     del nodes
     links = msgspec.convert(edges, list[Edge], from_attributes=True)
     del edges
-    return Topology.from_checked(operators, links, **settings)
-
-
-def _given(value: Any, default: Any) -> Any:
-    return default if value is UNSET else value
+    return Topology.from_checked(operators, links, *settings)
 
 
 def _colons(nodes: list[Any]) -> int:

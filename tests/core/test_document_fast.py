@@ -111,7 +111,8 @@ PLAIN = {"nodes": [node(1), node(2, name="b: c")], "edges": [{"source": 1, "targ
         ('{"nodes": [{"id": 1, "name": "a", "state": true}], "edges": []}', True),
         ('{"nodes": [{"id": 1, "name": "a", "state": false, "state": false}], "edges": []}',
          False),
-        ('{"nodes": [{"id": 1, "name": "a", "state": null}], "edges": []}', False),
+        # null is "unknown", as an absent key is: read in C, like every other default.
+        ('{"nodes": [{"id": 1, "name": "a", "state": null}], "edges": []}', True),
         # A colon written as an escape would hide a repeated key from the count.
         ('{"nodes": [{"id": 1, "name": "a\\u003a", "name": "b"}], "edges": []}', False),
         ('{"nodes": [{"id": 1, "name": "a\\u003A"}], "edges": []}', False),
@@ -156,3 +157,17 @@ def test_a_file_is_fingerprinted_alike_on_both_paths(tmp_path) -> None:
     path = tmp_path / "doc.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     assert fingerprint(str(path)) == fingerprint(document)
+
+
+def test_threads_decoding_at_once_count_their_own_defaults() -> None:
+    """The count of left-out keys is shared state (the defaults' sources): documents decoded
+    in several threads at once must each get the verdict they get alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sparse = json.dumps({"nodes": [{"id": i, "name": "n"} for i in range(2_000)], "edges": []})
+    repeated = sparse.replace('"name": "n"}', '"name": "n", "name": "m"}', 1)
+    inputs = [sparse.encode(), repeated.encode()] * 20
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(decode_document, inputs))
+    assert all(r is not None and len(r.operators) == 2_000 for r in results[::2])
+    assert all(r is None for r in results[1::2])  # the repeated key, declined every time
