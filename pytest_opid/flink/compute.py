@@ -12,6 +12,7 @@ program configured it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 
 from pytest_opid.flink.chaining import Chain, ChainingRule, flink_chaining, job_vertices
 from pytest_opid.flink.hasher import operator_ids
@@ -21,6 +22,8 @@ from pytest_opid.result import ChainedOperator, Fingerprint, JobVertex, Operator
 __all__ = ["batch_parallelism", "compute"]
 
 ENGINE = "flink"
+
+_new = tuple.__new__
 
 
 def compute(topology: Topology, chaining: ChainingRule = flink_chaining) -> Fingerprint:
@@ -35,9 +38,9 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
     ops = topology.operators
     user = [op.uid_hash.lower() if op.uid_hash else None for op in ops]
     node_ids = [op.id for op in ops]
-    # tuple.__new__ builds the NamedTuples in C; a 100k-operator job makes 250k of them.
-    new = tuple.__new__
-    chained = [new(ChainedOperator, pair) for pair in zip(ids, user, strict=True)]
+    # The NamedTuples are built in C (tuple.__new__ over zipped columns): a 100k-operator job
+    # makes 250k of them, and a Python frame each would cost more than everything else here.
+    chained = list(map(_new, repeat(ChainedOperator), zip(ids, user, strict=True)))
     vertex_of: list[str] = [""] * len(ops)
     vertices = []
     operators: tuple[ChainedOperator, ...]
@@ -58,7 +61,7 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
             operators = tuple([chained[m] for m in members])
             nodes = tuple([node_ids[m] for m in members])
         vertices.append(
-            new(
+            _new(
                 JobVertex,
                 (vertex_id, name, parallelism, operators, nodes, ops[head].max_parallelism),
             )
@@ -75,7 +78,7 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
         [op.stateful for op in ops],
         strict=True,
     )
-    fingerprints = tuple([new(OperatorFingerprint, row) for row in columns])
+    fingerprints = tuple(map(_new, repeat(OperatorFingerprint), columns))
     mode = "batch" if batch else "streaming"
     return Fingerprint(
         fingerprints, tuple(vertices), None, ENGINE, mode, edges=_edge_labels(topology)
@@ -85,18 +88,18 @@ def _compute(topology: Topology, chaining: ChainingRule) -> Fingerprint:
 def _edge_labels(topology: Topology) -> tuple[tuple[int, int, str], ...]:
     """Each edge with its partitioner as Flink's web UI names it (``HASH``, ``FORWARD``...),
     and its exchange mode where that is not pipelined (``HASH (BATCH)``)."""
-    labels: dict[object, str] = {}
-    out = []
-    for e in topology.edges:
-        key = (e.partitioner, e.exchange_mode)
-        label = labels.get(key)
-        if label is None:
-            label = e.partitioner.value
-            if e.exchange_mode.value not in ("UNDEFINED", "PIPELINED"):
-                label += f" ({e.exchange_mode.value})"
-            labels[key] = label
-        out.append((e.source, e.target, label))
-    return tuple(out)
+    edges = topology.edges
+    # Keyed by the members' values: Enum.__hash__ is Python code, a str's hash is cached.
+    kinds = [(e.partitioner._value_, e.exchange_mode._value_) for e in edges]
+    labels = {kind: _label(*kind) for kind in set(kinds)}
+    names = map(labels.__getitem__, kinds)
+    return tuple(zip([e.source for e in edges], [e.target for e in edges], names, strict=True))
+
+
+def _label(partitioner: str, exchange_mode: str) -> str:
+    if exchange_mode in ("UNDEFINED", "PIPELINED"):
+        return partitioner
+    return f"{partitioner} ({exchange_mode})"
 
 
 def batch_parallelism(

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, compress
+from operator import attrgetter
 
 import mmh3
 
 from pytest_opid.errors import HashCollisionError
 from pytest_opid.flink.chaining import flink_chaining
-from pytest_opid.model import Topology
+from pytest_opid.model import Operator, Topology
 
 __all__ = ["hash_order", "operator_ids", "state_id_changes", "uid_operator_id"]
 
@@ -33,6 +34,7 @@ __all__ = ["hash_order", "operator_ids", "state_id_changes", "uid_operator_id"]
 # bytes.translate applies that per byte in C, and the XOR runs on 128-bit integers.
 _TIMES_37 = bytes((b * 37) & 0xFF for b in range(256))
 _COUNTER = [i.to_bytes(4, "little", signed=True) for i in range(4096)]
+_UID = attrgetter("uid")
 
 
 def uid_operator_id(uid: str) -> bytes:
@@ -74,12 +76,14 @@ def hash_order(topology: Topology) -> list[int]:
 def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
     """The 16-byte OperatorID of every operator, indexed by operator position."""
     ops = topology.operators
-    outs = topology.out_edges
     hash_bytes = mmh3.hash_bytes
     from_bytes = int.from_bytes
 
-    hashes: list[bytes | None] = [None] * len(ops)
-    uids = [op.uid for op in ops]
+    uids = list(map(_UID, ops))
+    # How often the node-local counter is written: once, and once per chainable output.
+    repeats = [1] * len(ops)
+    for source in compress(topology.edge_sources, chainable):
+        repeats[source] += 1
     # Every operator's input operators in input order, in one flat list: sorting the edges by
     # target (a stable sort keeps edge order) groups them, and operator p's inputs are
     # inputs[first[p]:first[p + 1]]. Cheaper than a list per operator on a large job.
@@ -87,30 +91,46 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
     by_target = sorted(range(len(sources)), key=topology.edge_targets.__getitem__)
     inputs = [sources[e] for e in by_target]
     first = [0, *accumulate(topology.in_degrees)]
-    assigned: dict[bytes, int] = {}  # every hash so far -> operator position
-    for count, node in enumerate(hash_order(topology)):  # count: Flink's hashes.size()
+
+    hashes: list[bytes] = [b""] * len(ops)
+    order = hash_order(topology)
+    for position, node in enumerate(order):  # position: Flink's hashes.size()
         uid = uids[node]
         if uid is not None:
-            digest = uid_operator_id(uid)
-            if digest in assigned:
-                other = ops[assigned[digest]]
-                raise HashCollisionError(
-                    f"hash collision on uid {uid!r} of operator {ops[node].id}: its OperatorID "
-                    f"{digest.hex()} is already taken by operator {other.id} ({other.name!r})"
-                )
-        else:
-            repeat = 1
-            for e in outs[node]:
-                if chainable[e]:
-                    repeat += 1
-            local = _COUNTER[count] if count < 4096 else count.to_bytes(4, "little", signed=True)
-            digest = hash_bytes(local * repeat, 0)
-            for source in inputs[first[node] : first[node + 1]]:
-                folded = from_bytes(digest.translate(_TIMES_37), "little")
-                digest = (folded ^ from_bytes(hashes[source], "little")).to_bytes(16, "little")  # type: ignore[arg-type]
+            hashes[node] = uid_operator_id(uid)
+            continue
+        local = _COUNTER[position] if position < 4096 else _counter(position)
+        digest = hash_bytes(local * repeats[node], 0)
+        start, stop = first[node], first[node + 1]
+        while start < stop:  # fold the inputs in, in input order
+            folded = from_bytes(digest.translate(_TIMES_37), "little")
+            digest = (folded ^ from_bytes(hashes[inputs[start]], "little")).to_bytes(16, "little")
+            start += 1
         hashes[node] = digest
+    if any(uid is not None for uid in uids):
+        _check_uid_collisions(ops, order, hashes)
+    return hashes
+
+
+def _counter(position: int) -> bytes:
+    """The node-local counter as Guava's ``Hasher.putInt`` writes it."""
+    return position.to_bytes(4, "little", signed=True)
+
+
+def _check_uid_collisions(ops: Sequence[Operator], order: list[int], hashes: list[bytes]) -> None:
+    """Flink's ``StreamGraphHasherV2.generateUserSpecifiedHash`` refuses a uid whose hash equals
+    one assigned earlier in the walk (generated hashes are not checked)."""
+    assigned: dict[bytes, int] = {}  # every hash so far -> the last operator it went to
+    for node in order:
+        digest = hashes[node]
+        uid = ops[node].uid
+        if uid is not None and digest in assigned:
+            other = ops[assigned[digest]]
+            raise HashCollisionError(
+                f"hash collision on uid {uid!r} of operator {ops[node].id}: its OperatorID "
+                f"{digest.hex()} is already taken by operator {other.id} ({other.name!r})"
+            )
         assigned[digest] = node
-    return hashes  # type: ignore[return-value]  # every node of a DAG is reached
 
 
 def _walk_positions(topology: Topology) -> list[int]:
