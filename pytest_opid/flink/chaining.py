@@ -157,149 +157,138 @@ def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:
     targets = topology.edge_targets
     count = len(ops)
     degrees = topology.in_degrees
-    chained_input = bytearray(count)  # per operator: 1 if a chainable edge leads into it
-    for target in compress(targets, chainable):
-        chained_input[target] = 1
+    # One pass over the chainable edges finds the heads and, per operator, its chained outputs'
+    # targets in output order (the chain trees). The rules here chain only into single-input
+    # operators ("regular"); a custom rule that does otherwise takes the slow path below.
+    is_head = bytearray(b"\x01") * count
+    children: dict[int, list[int]] = {}
+    regular = True
+    for source, target in compress(zip(topology.edge_sources, targets, strict=True), chainable):
+        if degrees[target] == 1:
+            is_head[target] = 0
+        else:
+            regular = False
+        kids = children.get(source)
+        if kids is None:
+            children[source] = [target]
+        else:
+            kids.append(target)
+    heads = list(compress(range(count), is_head))
 
     new = tuple.__new__  # builds the NamedTuple in C
     chains: dict[int, Chain] = {}  # by head
-    chain_of = [0] * count  # operator -> head of its chain
-    vertex_out: dict[int, Sequence[int]] = {}  # head -> non-chained out edges, in Flink's order
-    for head in range(count):
-        if degrees[head] == 1 and chained_input[head]:
-            continue  # chained to its single input: not a head
+    vertex_out: list[Sequence[int]] = list(outs)  # head -> non-chained out edges, Flink's order
+    for head in heads:
         op = ops[head]
-        head_outs = outs[head]
-        for e in head_outs:
-            if chainable[e]:
-                break
-        else:  # the common one-operator chain
+        if head in children:
+            members, name, vertex_out[head] = _grow_chain(head, children, ops, outs, chainable)
+            chains[head] = new(Chain, (head, members, name, op.parallelism))
+        else:  # the common one-operator chain: all its outputs leave it
             chains[head] = new(Chain, (head, (head,), op.name, op.parallelism))
-            chain_of[head] = head
-            vertex_out[head] = head_outs
-            continue
-        line = _straight_chain(head, outs, targets, chainable)
-        if line is not None:  # half the chains of a real job: A -> B -> C
-            members = tuple(reversed(line))
-            name = " -> ".join([ops[m].name for m in line])
-        else:
-            members = _chain_members(head, outs, targets, chainable)
-            name = chained_name(ops, outs, targets, chainable, head)
-        chains[head] = new(Chain, (head, members, name, op.parallelism))
-        for m in members:
-            chain_of[m] = head
-        vertex_out[head] = [e for m in members for e in outs[m] if not chainable[e]]
 
-    order = _sorted_from_sources(topology.sources, vertex_out, targets, chain_of)
-    return [chains[head] for head in order]
-
-
-def _straight_chain(
-    head: int, outs: Sequence[Sequence[int]], targets: Sequence[int], chainable: Sequence[bool]
-) -> list[int] | None:
-    """A chain's members from its head on, where every member has at most one chained output
-    (its name is then ``A -> B -> C`` and its post-order the reverse); else None."""
-    line = [head]
-    node = head
-    while True:
-        chained = [e for e in outs[node] if chainable[e]]
-        if not chained:
-            return line
-        if len(chained) > 1:
-            return None
-        node = targets[chained[0]]
-        line.append(node)
+    if regular:
+        # Every non-chained edge ends at a head, and every input of a head is non-chained.
+        edge_vertex: Sequence[int] = targets
+        unplaced = list(degrees)
+    else:  # an operator may sit in several chains; the chain grown last claims it
+        chain_of = [0] * count
+        for head in heads:
+            for m in chains[head].members:
+                chain_of[m] = head
+        edge_vertex = [chain_of[target] for target in targets]
+        unplaced = [0] * count
+        for head in heads:
+            for e in vertex_out[head]:
+                unplaced[edge_vertex[e]] += 1
+    order = _sorted_from_sources(topology.sources, vertex_out, edge_vertex, unplaced)
+    return list(map(chains.__getitem__, order))
 
 
-def _chain_members(
-    head: int, outs: Sequence[Sequence[int]], targets: Sequence[int], chainable: Sequence[bool]
-) -> tuple[int, ...]:
-    """A chain's members in depth-first post-order: chained outputs in output order, head last.
-
-    The reverse of that post-order is a pre-order that takes the chained outputs right to left,
-    which a stack yields with one push per member."""
-    order: list[int] = []
-    stack = [head]
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        for e in outs[node]:
-            if chainable[e]:
-                stack.append(targets[e])
-    order.reverse()
-    return tuple(order)
-
-
-def _sorted_from_sources(
-    sources: Sequence[int],
-    vertex_out: dict[int, Sequence[int]],
-    targets: Sequence[int],
-    chain_of: Sequence[int],
-) -> list[int]:
-    """``JobGraph.getVerticesSortedTopologicallyFromSources``, without its recursion.
-
-    The vertices without inputs (source chains) come first; then, from each placed vertex in
-    turn, its consumers in the order its outputs were connected, each as soon as all its
-    producers are placed, depth first.
-
-    Flink also walks from the vertices placed after the sources, but that never places
-    anything: such a vertex already walked its consumers when it was placed, and a consumer
-    that was not ready then gets placed by the producer that makes it ready.
-    """
-    consumers: dict[int, list[int]] = {}
-    unplaced = [0] * len(chain_of)  # per vertex: input edges from producers not placed yet
-    for head, out_edges in vertex_out.items():
-        consumers[head] = vertex_consumers = [chain_of[targets[e]] for e in out_edges]
-        for consumer in vertex_consumers:
-            unplaced[consumer] += 1
-    placed: list[int] = list(sources)
-    done = bytearray(len(chain_of))
-    for vertex in placed:
-        done[vertex] = 1
-        for consumer in consumers[vertex]:
-            unplaced[consumer] -= 1
-    for source in sources:
-        # Depth first: a stack of the consumers still to look at, the next one on top.
-        stack = consumers[source][::-1]
-        while stack:
-            vertex = stack.pop()
-            if done[vertex] or unplaced[vertex]:
-                continue
-            placed.append(vertex)
-            done[vertex] = 1
-            next_consumers = consumers[vertex]
-            for consumer in next_consumers:
-                unplaced[consumer] -= 1
-            stack.extend(reversed(next_consumers))
-    return placed
-
-
-def chained_name(
+def _grow_chain(
+    head: int,
+    children: dict[int, list[int]],
     ops: Sequence[Operator],
     outs: Sequence[Sequence[int]],
-    targets: Sequence[int],
     chainable: Sequence[bool],
-    head: int,
-) -> str:
-    """Flink's ``createChainedName``: ``A -> B`` for one chained output, ``A -> (B, C)`` for
-    several. Built as one token list, since a long chain would make per-node strings quadratic."""
+) -> tuple[tuple[int, ...], str, list[int]]:
+    """One walk of a chain tree giving its members, its name and its non-chained out edges.
+
+    Members are ``createChain``'s depth-first post-order (chained outputs in output order, head
+    last); the name is ``createChainedName``'s ``A -> B`` for one chained output and
+    ``A -> (B, C)`` for several, nested. The walk is a pre-order for the name: the stack holds
+    operators to visit, the name's ``", "`` and ``")"`` still to write, and ``~node`` where a
+    node's chained outputs are all done, which is its place in the post-order. The name is one
+    token list, since a long chain would make per-node strings quadratic.
+    """
+    members: list[int] = []
+    out: list[int] = []
     parts: list[str] = []
     stack: list[int | str] = [head]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             parts.append(item)
-            continue
-        parts.append(ops[item].name)
-        children = [targets[e] for e in outs[item] if chainable[e]]
-        if len(children) == 1:
-            parts.append(" -> ")
-            stack.append(children[0])
-        elif children:
-            parts.append(" -> (")
-            stack.append(")")
-            for i in range(len(children) - 1, -1, -1):
-                stack.append(children[i])
-                if i:
+        elif item < 0:  # post-order place of a node with chained outputs
+            node = ~item
+            members.append(node)
+            node_outs = outs[node]
+            if len(node_outs) != len(children[node]):
+                out += [e for e in node_outs if not chainable[e]]
+        else:
+            parts.append(ops[item].name)
+            kids = children.get(item)
+            if kids is None:  # ends the chain: all its outputs leave it
+                members.append(item)
+                out += outs[item]
+            elif len(kids) == 1:
+                parts.append(" -> ")
+                stack.append(~item)
+                stack.append(kids[0])
+            else:
+                parts.append(" -> (")
+                stack.append(~item)
+                stack.append(")")
+                for i in range(len(kids) - 1, 0, -1):
+                    stack.append(kids[i])
                     stack.append(", ")
-    return "".join(parts)
+                stack.append(kids[0])
+    return tuple(members), "".join(parts), out
+
+
+def _sorted_from_sources(
+    sources: Sequence[int],
+    vertex_out: Sequence[Sequence[int]],
+    edge_vertex: Sequence[int],
+    unplaced: list[int],
+) -> list[int]:
+    """``JobGraph.getVerticesSortedTopologicallyFromSources``, without its recursion.
+
+    The vertices without inputs (source chains) come first; then, from each placed vertex in
+    turn, its consumers in the order its outputs were connected, each as soon as all its
+    producers are placed, depth first. ``edge_vertex`` is the consuming vertex of each edge;
+    ``unplaced`` counts per vertex its input edges from producers not placed yet, and is
+    consumed (-1 marks a placed vertex).
+
+    Flink also walks from the vertices placed after the sources, but that never places
+    anything: such a vertex already walked its consumers when it was placed, and a consumer
+    that was not ready then gets placed by the producer that makes it ready.
+    """
+    placed = list(sources)
+    for source in sources:
+        unplaced[source] = -1
+        for e in vertex_out[source]:
+            unplaced[edge_vertex[e]] -= 1
+    for source in sources:
+        # Depth first: a stack of the output edges still to look at, the next one on top.
+        stack = list(reversed(vertex_out[source]))
+        while stack:
+            vertex = edge_vertex[stack.pop()]
+            if unplaced[vertex]:  # waits for a producer, or placed already
+                continue
+            placed.append(vertex)
+            unplaced[vertex] = -1
+            vertex_edges = vertex_out[vertex]
+            for e in vertex_edges:
+                unplaced[edge_vertex[e]] -= 1
+            stack += reversed(vertex_edges)
+    return placed
