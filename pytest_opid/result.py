@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice, repeat, starmap
@@ -198,11 +199,14 @@ class Fingerprint:
         input on the precise path (:meth:`from_json`, :meth:`from_dict`), which names the fault
         exactly as it always has."""
         with gc_paused():  # a few objects per operator: the collector's passes would cost more
-            try:
-                saved = _DECODER.decode(raw)
-            except (msgspec.MsgspecError, ValueError):  # UnicodeDecodeError is a ValueError
-                return None
-            return _from_saved(saved, raw)
+            with _COUNTING:
+                before = _defaults_taken()
+                try:
+                    saved = _DECODER.decode(raw)
+                except (msgspec.MsgspecError, ValueError):  # UnicodeDecodeError is a ValueError
+                    return None
+                omitted = _defaults_taken() - before
+            return _from_saved(saved, raw, omitted)
 
 
 # -- restore checks -----------------------------------------------------------------------------
@@ -529,9 +533,12 @@ def _at(where: str) -> str:
 
 # -- the saved form, typed: encoded and decoded by msgspec ----------------------------------------
 #
-# Optional keys default to UNSET, not to their value, so that a decoded object says which keys it
-# held: their count, checked against the text, is how a repeated key is noticed. Every constraint
-# the precise reader checks is a type or a Meta here, or a check in _from_saved.
+# msgspec keeps the last of a repeated key, so the reader counts the keys the objects hold against
+# the text's (``key_count``): a difference sends the input to the precise path, which names the
+# repetition. A key the text leaves out takes its default from a *counted* source (``_default``):
+# msgspec calls the field's factory once per missing key, so the keys held are the fields decoded
+# less the factory calls, with no second look at any object. Every constraint the precise reader
+# checks is a type or a Meta here, or a check in _from_saved.
 
 _Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 #: 32 characters here; that they are lowercase hex digits is checked in _from_saved, all IDs of
@@ -539,36 +546,53 @@ _Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 _HexId = Annotated[str, Meta(min_length=32, max_length=32)]
 _HEX_DIGITS = b"0123456789abcdef"
 
+_PLENTY = 2**62
+_SOURCES: list[repeat[Any]] = []
+_COUNTING = threading.Lock()  # a decoding's count of defaults must not mix with another thread's
+
+
+def _default(value: Any) -> Any:
+    """A struct field whose default, the precise reader's, comes from a counted source: a
+    ``repeat`` iterator of its own, whose length hint drops by one per key left out."""
+    source = repeat(value, _PLENTY)
+    _SOURCES.append(source)
+    return msgspec.field(default_factory=source.__next__)
+
+
+def _defaults_taken() -> int:
+    """How many defaults all sources have handed out so far."""
+    return len(_SOURCES) * _PLENTY - sum(map(methodcaller("__length_hint__"), _SOURCES))
+
 
 class _Op(Struct, forbid_unknown_fields=True, gc=False):
     node: _Int32
     name: str
     operator_id: _HexId
-    user_operator_id: _HexId | UnsetType | None = UNSET
-    uid: str | UnsetType | None = UNSET
-    parallelism: _Int32 | UnsetType = UNSET
-    max_parallelism: _Int32 | UnsetType = UNSET
-    stateful: bool | UnsetType | None = UNSET
+    user_operator_id: _HexId | None = _default(None)
+    uid: str | None = _default(None)
+    parallelism: _Int32 = _default(-1)
+    max_parallelism: _Int32 = _default(-1)
+    stateful: bool | None = _default(None)
 
 
 class _Member(Struct, forbid_unknown_fields=True, gc=False):
     generated: _HexId
-    user_defined: _HexId | UnsetType | None = UNSET
+    user_defined: _HexId | None = _default(None)
 
 
 class _Vertex(Struct, forbid_unknown_fields=True, gc=False, kw_only=True):
     id: _HexId
     name: str
     parallelism: _Int32
-    max_parallelism: _Int32 | UnsetType = UNSET
+    max_parallelism: _Int32 = _default(-1)
     operators: list[_Member]
-    nodes: list[_Int32] | UnsetType = UNSET
+    nodes: list[_Int32] = _default(())  # a tuple: read as it is
 
 
 class _Store(Struct, forbid_unknown_fields=True, gc=False):
     name: str
-    key_schema: str | UnsetType | None = UNSET
-    value_schema: str | UnsetType | None = UNSET
+    key_schema: str | None = _default(None)
+    value_schema: str | None = _default(None)
 
 
 class _State(Struct, forbid_unknown_fields=True, gc=False):
@@ -576,18 +600,18 @@ class _State(Struct, forbid_unknown_fields=True, gc=False):
     operator_id: _HexId
     name: str
     kind: str
-    stores: list[_Store] | UnsetType | None = UNSET
+    stores: list[_Store] | None = _default(None)
 
 
 class _Saved(Struct, forbid_unknown_fields=True, gc=False):
     operators: list[_Op]
     job_vertices: list[_Vertex]
-    version: Literal[1, 2] | UnsetType = UNSET
-    engine: str | UnsetType = UNSET
-    mode: Literal["streaming", "batch"] | UnsetType = UNSET
-    state_operators: list[_State] | UnsetType | None = UNSET
-    sources: list[str] | UnsetType | None = UNSET
-    edges: list[tuple[_Int32, _Int32, str]] | UnsetType | None = UNSET
+    version: Literal[1, 2] = _default(1)
+    engine: str = _default("")
+    mode: Literal["streaming", "batch"] = _default("streaming")
+    state_operators: list[_State] | None = _default(None)
+    sources: list[str] | None = _default(None)
+    edges: list[tuple[_Int32, _Int32, str]] | None = _default(None)
 
 
 _DECODER = msgspec.json.Decoder(_Saved)
@@ -739,23 +763,13 @@ def _json_pieces(fp: Fingerprint, rows_per_chunk: int, errors: str) -> Iterator[
     yield b"\n}"
 
 
-def _unset(rows: list[tuple[Any, ...]]) -> int:
-    """How many optional keys the decoded objects ``rows`` lack."""
-    return sum(map(tuple.count, rows, repeat(UNSET)))
-
-
-def _unset_in(*columns: tuple[Any, ...]) -> int:
-    """How many optional keys lack in ``columns`` (one value per decoded object)."""
-    return sum(map(tuple.count, columns, repeat(UNSET)))
-
-
 def _colons(strings: Any) -> int:
-    """Colons in the (str or None/UNSET) values ``strings``."""
+    """Colons in the (str or None) values ``strings``."""
     return "\x00".join(filter(None, strings)).count(":")
 
 
 def _all_hex(ids: Any) -> bool:
-    """Whether the (str or None/UNSET) values ``ids`` are lowercase hex digits only (msgspec
+    """Whether the (str or None) values ``ids`` are lowercase hex digits only (msgspec
     checked their length): one join and one ``bytes.translate`` for a whole file."""
     joined = "".join(filter(None, ids))
     return joined.isascii() and not joined.encode("ascii").translate(None, _HEX_DIGITS)
@@ -766,16 +780,12 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
     return list(zip(*rows, strict=True)) if rows else [()] * width
 
 
-def _or_default(column: tuple[Any, ...], default: Any) -> tuple[Any, ...]:
-    """``column`` with UNSET as ``default``: a dict lookup per value, in C (hashable values)."""
-    return tuple(map({UNSET: default}.get, column, column))
-
-
-def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
+def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | None:
     """The fingerprint a decoded saved form holds, or ``None`` where the text held a repeated
     key, an ID that is not lowercase hex, a repeated node or an edge to no operator (the
-    precise path names them). Rows are taken apart into columns and built again with ``map``
-    and ``zip``: no Python code per operator."""
+    precise path names them). ``omitted`` is how many keys the text left out (defaults taken).
+    Rows are taken apart into columns and built again with ``map`` and ``zip``: no Python code
+    per operator."""
     raw_bytes = raw.encode("utf-8") if isinstance(raw, str) else raw
     ops = list(map(astuple, saved.operators))
     vertices = list(map(astuple, saved.job_vertices))
@@ -783,13 +793,9 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
     members = list(map(astuple, chain.from_iterable(map(itemgetter(4), vertices))))
     states = list(map(astuple, saved.state_operators or ()))
     stores = list(map(astuple, chain.from_iterable(filter(None, map(itemgetter(4), states)))))
-    top = astuple(saved)
     node, name, oid, user, uid, par, max_par, stateful = _columns(ops, 8)
     ids, names, pars, max_pars, _, vertex_nodes = _columns(vertices, 6)
     generated, user_defined = _columns(members, 2)
-    unset_ops = _unset_in(user, uid, par, max_par, stateful)
-    unset_vertices = _unset_in(max_pars, vertex_nodes)
-    unset_members = user_defined.count(UNSET)
     keys = (
         8 * len(ops)
         + 6 * len(vertices)
@@ -797,21 +803,16 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         + 5 * len(states)
         + 3 * len(stores)
         + 8
-        - unset_ops
-        - unset_vertices
-        - unset_members
-        - _unset(states)
-        - _unset(stores)
-        - top.count(UNSET)
+        - omitted
     )
     strings = chain(
         name,
         uid,
         names,
-        (top[3],),
+        (saved.engine,),
         map(itemgetter(2), states),
         map(itemgetter(3), states),
-        chain.from_iterable(stores),  # names and schemas (or None, UNSET): all strings
+        chain.from_iterable(stores),  # names and schemas (or None): all strings
         saved.sources or (),
         map(itemgetter(2), saved.edges or ()),
     )
@@ -824,20 +825,12 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
     if len(nodes) != len(ops):
         return None  # a node appears twice
     edges = None
-    if isinstance(saved.edges, list):
+    if saved.edges is not None:
         edges = tuple(saved.edges)
         ends = set(map(itemgetter(0), edges))
         ends.update(map(itemgetter(1), edges))
         if not ends <= nodes:
             return None  # an edge to no operator
-    if unset_members:  # optional keys left out: their defaults, column by column
-        user_defined = _or_default(user_defined, None)
-    if unset_vertices:
-        max_pars = _or_default(max_pars, -1)
-        vertex_nodes = tuple(() if n is UNSET else n for n in vertex_nodes)
-    if unset_ops:
-        user, uid, stateful = (_or_default(c, None) for c in (user, uid, stateful))
-        par, max_par = _or_default(par, -1), _or_default(max_par, -1)
     chained = iter(map(_new, repeat(ChainedOperator), zip(generated, user_defined, strict=True)))
     # Later vertices win, as in the precise reader.
     vertex_of = dict(zip(generated, chain.from_iterable(map(repeat, ids, sizes)), strict=True))
@@ -876,21 +869,14 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         )
     )
     state_operators = None
-    if isinstance(saved.state_operators, list):
+    if saved.state_operators is not None:
         state_operators = tuple(
             StateOperator(
                 s.state_operator_id,
                 s.operator_id,
                 s.name,
                 s.kind,
-                tuple(
-                    StateStore(
-                        st.name,
-                        None if st.key_schema is UNSET else st.key_schema,
-                        None if st.value_schema is UNSET else st.value_schema,
-                    )
-                    for st in s.stores or ()
-                ),
+                tuple(StateStore(st.name, st.key_schema, st.value_schema) for st in s.stores or ()),
             )
             for s in saved.state_operators
         )
@@ -898,8 +884,8 @@ def _from_saved(saved: _Saved, raw: bytes | str) -> Fingerprint | None:
         operators,
         job_vertices,
         state_operators,
-        "" if saved.engine is UNSET else saved.engine,
-        "streaming" if saved.mode is UNSET else saved.mode,
-        tuple(saved.sources) if isinstance(saved.sources, list) else None,
+        saved.engine,
+        saved.mode,
+        None if saved.sources is None else tuple(saved.sources),
         edges,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -157,3 +158,27 @@ def test_to_dict_holds_lists_only() -> None:
     assert all(type(e) is list for e in data["edges"])
     assert all(type(v["nodes"]) is list for v in data["job_vertices"])
     assert all(type(v["operators"]) is list for v in data["job_vertices"])
+
+
+def test_keys_left_out_are_counted_per_decoding_in_threads_at_once() -> None:
+    """The fast reader counts the defaults msgspec hands out; decodings in other threads must
+    not mix into that count (a repeated key would pass, or a good file be read slowly)."""
+    rng = random.Random(3)
+    fps = [random_fingerprint(rng) for _ in range(8)]
+    data = [fp.to_dict() for fp in fps]
+    for d in data:  # version 1 style: keys left out, so defaults are taken
+        for op in d["operators"]:
+            del op["uid"], op["stateful"]
+    good = [json.dumps(d).encode() for d in data]
+    expected = [Fingerprint.from_dict(d) for d in data]  # the precise reader's
+    repeated = [g.replace(b'{"node": ', b'{"node": 0, "node": ', 1) for g in good]
+
+    def work(i: int) -> None:
+        for _ in range(50):
+            read = Fingerprint.decode_fast(good[i])
+            assert read == expected[i] and read.edges == expected[i].edges
+            if b'"node"' in repeated[i]:
+                assert Fingerprint.decode_fast(repeated[i]) is None
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(len(good))))
