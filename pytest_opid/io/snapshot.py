@@ -391,8 +391,8 @@ def _fast_loads(text: str, version: int) -> Fingerprint | None:
         sections[name] = [row for row in lines if row[1]]
     job: dict[str, str] = {}
     for key, value in sections.get(_JOB, []):
-        if key in job:
-            return None
+        if key in job or "\\" in value:
+            return None  # a repeated key, or an escape the precise reader decodes
         job[key] = value
     mode = job.get("mode", "streaming")
     if mode not in ("streaming", "batch"):

@@ -144,6 +144,7 @@ MALFORMED = [
     ("v1  ", "v999  "),  # a vertex that is not listed
     ("# vertex", "vertex"),  # the header comment made a row
     ('"flink"', '"flink" "x"'),
+    ('"flink"', '"\\flink"'),  # an escape in [job] (form feed): found by Hypothesis
 ]
 
 
