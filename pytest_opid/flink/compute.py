@@ -89,10 +89,13 @@ def _edge_labels(topology: Topology) -> tuple[tuple[int, int, str], ...]:
     """Each edge with its partitioner as Flink's web UI names it (``HASH``, ``FORWARD``...),
     and its exchange mode where that is not pipelined (``HASH (BATCH)``)."""
     edges = topology.edges
-    # Keyed by the members' values: Enum.__hash__ is Python code, a str's hash is cached.
-    kinds = [(e.partitioner._value_, e.exchange_mode._value_) for e in edges]
-    labels = {kind: _label(*kind) for kind in set(kinds)}
-    names = map(labels.__getitem__, kinds)
+    # Keyed by the members' values: Enum.__hash__ is Python code, a str's hash is cached. The
+    # (partitioner, mode) pairs stay transient (zip reuses its tuple): a list of them would
+    # hold 64 bytes per edge at the fingerprint's peak.
+    partitioners = [e.partitioner._value_ for e in edges]
+    modes = [e.exchange_mode._value_ for e in edges]
+    labels = {kind: _label(*kind) for kind in set(zip(partitioners, modes, strict=True))}
+    names = map(labels.__getitem__, zip(partitioners, modes, strict=True))
     return tuple(zip([e.source for e in edges], [e.target for e in edges], names, strict=True))
 
 
