@@ -17,6 +17,7 @@ Everything is seeded with 0 (Guava's ``Hashing.murmur3_128(0)``), via ``mmh3``.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate, compress
@@ -33,7 +34,8 @@ __all__ = ["hash_order", "operator_ids", "state_id_changes", "uid_operator_id"]
 # Folding multiplies every byte by 37 modulo 256 (Java's byte arithmetic keeps the low 8 bits);
 # bytes.translate applies that per byte in C, and the XOR runs on 128-bit integers.
 _TIMES_37 = bytes((b * 37) & 0xFF for b in range(256))
-_COUNTER = [i.to_bytes(4, "little", signed=True) for i in range(4096)]
+#: The node-local counter as Guava's ``Hasher.putInt`` writes it: a little-endian int.
+_counter = struct.Struct("<i").pack
 _UID = attrgetter("uid")
 
 
@@ -99,22 +101,16 @@ def operator_ids(topology: Topology, chainable: Sequence[bool]) -> list[bytes]:
         if uid is not None:
             hashes[node] = uid_operator_id(uid)
             continue
-        local = _COUNTER[position] if position < 4096 else _counter(position)
-        digest = hash_bytes(local * repeats[node], 0)
+        digest = hash_bytes(_counter(position) * repeats[node], 0)
         start, stop = first[node], first[node + 1]
         while start < stop:  # fold the inputs in, in input order
             folded = from_bytes(digest.translate(_TIMES_37), "little")
             digest = (folded ^ from_bytes(hashes[inputs[start]], "little")).to_bytes(16, "little")
             start += 1
         hashes[node] = digest
-    if any(uid is not None for uid in uids):
+    if len(set(hashes)) != len(hashes):  # some hash twice: was a uid's the later one?
         _check_uid_collisions(ops, order, hashes)
     return hashes
-
-
-def _counter(position: int) -> bytes:
-    """The node-local counter as Guava's ``Hasher.putInt`` writes it."""
-    return position.to_bytes(4, "little", signed=True)
 
 
 def _check_uid_collisions(ops: Sequence[Operator], order: list[int], hashes: list[bytes]) -> None:

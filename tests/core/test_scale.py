@@ -90,3 +90,15 @@ def test_uid_hash_collision():
     message = str(info.value)
     assert repr(collider) in message and "operator 2" in message and "operator 1" in message
     assert generated in message
+
+
+def test_generated_hash_equal_to_an_earlier_uid_s_is_not_refused():
+    """Flink checks only user-specified hashes against those assigned before: node 2 (no uid,
+    second in the walk, counter 1) hashes the bytes of the little-endian int 1, which node 1's
+    uid spells. Both IDs are the same, and no error is raised, as in Flink's hasher."""
+    operators = [
+        Operator(1, "Source: A", 1, source=SourceKind.NEW, uid="\x01\x00\x00\x00"),
+        Operator(2, "Source: B", 1, source=SourceKind.NEW),
+    ]
+    fp = compute(Topology(operators, []))
+    assert fp.operators[0].operator_id == fp.operators[1].operator_id
