@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice, repeat, starmap
@@ -24,7 +23,14 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from msgspec.structs import astuple
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.json import check_hex_id, describe_json, key_count, parse_json, short
+from pytest_opid.io.json import (
+    CountedDefaults,
+    check_hex_id,
+    describe_json,
+    key_count,
+    parse_json,
+    short,
+)
 from pytest_opid.model import gc_paused
 
 __all__ = [
@@ -199,13 +205,10 @@ class Fingerprint:
         input on the precise path (:meth:`from_json`, :meth:`from_dict`), which names the fault
         exactly as it always has."""
         with gc_paused():  # a few objects per operator: the collector's passes would cost more
-            with _COUNTING:
-                before = _defaults_taken()
-                try:
-                    saved = _DECODER.decode(raw)
-                except (msgspec.MsgspecError, ValueError):  # UnicodeDecodeError is a ValueError
-                    return None
-                omitted = _defaults_taken() - before
+            try:
+                saved, omitted = _DEFAULTS.decode(_DECODER, raw)
+            except (msgspec.MsgspecError, ValueError):  # UnicodeDecodeError is a ValueError
+                return None
             return _from_saved(saved, raw, omitted)
 
 
@@ -535,10 +538,10 @@ def _at(where: str) -> str:
 #
 # msgspec keeps the last of a repeated key, so the reader counts the keys the objects hold against
 # the text's (``key_count``): a difference sends the input to the precise path, which names the
-# repetition. A key the text leaves out takes its default from a *counted* source (``_default``):
-# msgspec calls the field's factory once per missing key, so the keys held are the fields decoded
-# less the factory calls, with no second look at any object. Every constraint the precise reader
-# checks is a type or a Meta here, or a check in _from_saved.
+# repetition. A key the text leaves out takes a counted default (``io.json.CountedDefaults``), so
+# the keys held are the fields decoded less the defaults taken, with no second look at any
+# object. Every constraint the precise reader checks is a type or a Meta here, or a check in
+# _from_saved.
 
 _Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 #: 32 characters here; that they are lowercase hex digits is checked in _from_saved, all IDs of
@@ -546,22 +549,8 @@ _Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 _HexId = Annotated[str, Meta(min_length=32, max_length=32)]
 _HEX_DIGITS = b"0123456789abcdef"
 
-_PLENTY = 2**62
-_SOURCES: list[repeat[Any]] = []
-_COUNTING = threading.Lock()  # a decoding's count of defaults must not mix with another thread's
-
-
-def _default(value: Any) -> Any:
-    """A struct field whose default, the precise reader's, comes from a counted source: a
-    ``repeat`` iterator of its own, whose length hint drops by one per key left out."""
-    source = repeat(value, _PLENTY)
-    _SOURCES.append(source)
-    return msgspec.field(default_factory=source.__next__)
-
-
-def _defaults_taken() -> int:
-    """How many defaults all sources have handed out so far."""
-    return len(_SOURCES) * _PLENTY - sum(map(methodcaller("__length_hint__"), _SOURCES))
+_DEFAULTS = CountedDefaults()
+_default = _DEFAULTS.field
 
 
 class _Op(Struct, forbid_unknown_fields=True, gc=False):

@@ -11,18 +11,22 @@ from __future__ import annotations
 import enum
 import json
 import os
-import threading
 from collections import Counter
 from collections.abc import Mapping
-from itertools import repeat
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
 
 from pytest_opid.errors import DocumentError, TopologyError
-from pytest_opid.io.json import describe_json, key_count, parse_json_bytes, read_bytes
+from pytest_opid.io.json import (
+    CountedDefaults,
+    describe_json,
+    key_count,
+    parse_json_bytes,
+    read_bytes,
+)
 from pytest_opid.model import (
     ChainingStrategy,
     Edge,
@@ -290,9 +294,9 @@ def _json_repr(value: Any) -> str:
 # msgspec decodes a document straight into these structs and checks every type, range and enum
 # member on the way. msgspec keeps the last of a repeated key, so the loader counts the keys the
 # objects hold against the text's (``key_count``): a difference sends the input to the precise
-# path, which names the repetition. A key the document leaves out takes its default from a
-# *counted* source (``_default``): msgspec calls the field's factory once per missing key, so the
-# keys held are the fields decoded less the factory calls, without a second look at any object.
+# path, which names the repetition. A key the document leaves out takes a counted default
+# (``io.json.CountedDefaults``), so the keys held are the fields decoded less the defaults taken,
+# without a second look at any object.
 # Any input the fast path does not vouch for is read again by ``topology_from_document``, so
 # every error message is the precise path's.
 
@@ -303,23 +307,8 @@ _Int = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 _Count = Annotated[int, Meta(ge=-1, le=2**63 - 1)]
 _UidHash = Annotated[str, Meta(pattern=r"^[0-9A-Fa-f]{32}\Z")]
 
-_PLENTY = 2**62
-_SOURCES: list[repeat[Any]] = []
-_COUNTING = threading.Lock()  # a decoding's count of defaults must not mix with another thread's
-
-
-def _default(value: Any, name: str | None = None) -> Any:
-    """A struct field (keyed ``name`` in the text, if given) whose default, the precise path's,
-    comes from a counted source: a ``repeat`` iterator of its own, whose length hint drops by
-    one per key left out."""
-    source = repeat(value, _PLENTY)
-    _SOURCES.append(source)
-    return msgspec.field(default_factory=source.__next__, name=name)
-
-
-def _defaults_taken() -> int:
-    """How many defaults all sources have handed out so far."""
-    return len(_SOURCES) * _PLENTY - sum(map(methodcaller("__length_hint__"), _SOURCES))
+_DEFAULTS = CountedDefaults()
+_default = _DEFAULTS.field
 
 
 class _Node(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -375,13 +364,10 @@ def decode_document(raw: bytes) -> Topology | None:
 
 
 def _decode_document(raw: bytes) -> Topology | None:
-    with _COUNTING:
-        before = _defaults_taken()
-        try:
-            doc = _DECODER.decode(raw)
-        except (msgspec.MsgspecError, UnicodeDecodeError):  # msgspec checks UTF-8 too
-            return None
-        omitted = _defaults_taken() - before
+    try:
+        doc, omitted = _DEFAULTS.decode(_DECODER, raw)
+    except (msgspec.MsgspecError, UnicodeDecodeError):  # msgspec checks UTF-8 too
+        return None
     nodes: list[Any] = doc.nodes
     edges: list[Any] = doc.edges
     if not nodes:

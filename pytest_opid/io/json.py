@@ -12,13 +12,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
+from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from pytest_opid.errors import DocumentError
 
 __all__ = [
+    "CountedDefaults",
     "check_hex_id",
     "decode_text",
     "describe_json",
@@ -128,6 +133,42 @@ def key_count(raw: bytes, colons_in_strings: int) -> int:
     if b"\\" in raw and b"\\u003" in raw and (b"\\u003a" in raw or b"\\u003A" in raw):
         return -1
     return raw.count(b":") - colons_in_strings
+
+
+T = TypeVar("T")
+
+
+class CountedDefaults:
+    """Defaults for msgspec struct fields that count how often they are taken.
+
+    Paired with :func:`key_count`: the keys a decoding's objects hold are their fields less the
+    keys left out. msgspec fills a missing field by calling its ``default_factory``; here each
+    factory is the ``__next__`` of a ``repeat`` iterator of its own, whose length hint drops by
+    one per call, so the count costs nothing per object. :meth:`decode` reads it around one
+    decoding, under a lock so that another thread's decoding does not mix in."""
+
+    _PLENTY = 2**62
+
+    def __init__(self) -> None:
+        self._sources: list[repeat[Any]] = []
+        self._lock = threading.Lock()
+
+    def field(self, value: Any, name: str | None = None) -> Any:
+        """A struct field defaulting to ``value`` (keyed ``name`` in the text, if given)."""
+        source = repeat(value, self._PLENTY)
+        self._sources.append(source)
+        return msgspec.field(default_factory=source.__next__, name=name)
+
+    def decode(self, decoder: msgspec.json.Decoder[T], raw: bytes | str) -> tuple[T, int]:
+        """``decoder.decode(raw)`` and how many keys the text left out (defaults taken).
+        msgspec's errors pass through."""
+        with self._lock:
+            before = self._taken()
+            value = decoder.decode(raw)
+            return value, self._taken() - before
+
+    def _taken(self) -> int:
+        return sum(self._PLENTY - source.__length_hint__() for source in self._sources)
 
 
 class _Invalid(ValueError):
