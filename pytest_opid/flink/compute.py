@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import repeat
+from operator import attrgetter
 
 from pytest_opid.flink.chaining import Chain, ChainingRule, flink_chaining, job_vertices
 from pytest_opid.flink.hasher import operator_ids
@@ -24,6 +25,7 @@ __all__ = ["batch_parallelism", "compute"]
 ENGINE = "flink"
 
 _new = tuple.__new__
+_SOURCE, _TARGET = attrgetter("source"), attrgetter("target")
 
 
 def compute(topology: Topology, chaining: ChainingRule = flink_chaining) -> Fingerprint:
@@ -96,7 +98,8 @@ def _edge_labels(topology: Topology) -> tuple[tuple[int, int, str], ...]:
     modes = [e.exchange_mode._value_ for e in edges]
     labels = {kind: _label(*kind) for kind in set(zip(partitioners, modes, strict=True))}
     names = map(labels.__getitem__, zip(partitioners, modes, strict=True))
-    return tuple(zip([e.source for e in edges], [e.target for e in edges], names, strict=True))
+    ends = zip(map(_SOURCE, edges), map(_TARGET, edges), names, strict=True)
+    return tuple(ends)
 
 
 def _label(partitioner: str, exchange_mode: str) -> str:
