@@ -9,11 +9,13 @@ jobs. Each step is timed (best of 3, garbage collector on, as in a user's proces
 *reference reading*: the least plain Python that does the same work without our checks and
 types.
 
-* read: the file to a validated ``Topology`` (``load_document``), next to ``json.loads``;
+* read: the file to a validated ``Topology`` (``load_document``), next to ``json.loads``; and
+  the same document already parsed (a dict, as a program builds it), next to the plain
+  script's own reading of the graph (nodes by id, edges by end);
 * IDs + chains: ``compute``, next to a plain ``StreamGraphHasherV2`` over the parsed dict (IDs
   only, no chains; its IDs are checked equal to ours, so the reference is also a cross-check);
 * JSON: ``Fingerprint.to_json``, next to ``json.dumps`` of a plain list of the same operators;
-* whole: file to JSON text, next to the three references in a row.
+* whole: file (or dict) to JSON text, next to the references in a row.
 
 The ratio (ours / reference) is the figure to watch: the machine's speed changes from day to
 day, the ratio much less. Peak memory is tracemalloc's, in a separate run. Last, ``opid
@@ -74,18 +76,25 @@ def big_document(copies: int = COPIES) -> dict[str, Any]:
 # -- the reference reading ---------------------------------------------------------------------
 
 
-def plain_ids(doc: dict[str, Any]) -> dict[int, str]:
-    """OperatorIDs the plain way: Flink's rule and walk over the parsed dict, nothing checked.
-
-    This is what a careful script would do: chainability per edge (one input, forward, same
-    slot sharing group and parallelism, strategies), then the breadth-first walk with the
-    counter, the chained outputs and the inputs folded in."""
+def plain_graph(doc: dict[str, Any]) -> tuple[dict[int, dict], dict[int, list], dict[int, list]]:
+    """The graph a plain script reads from a parsed document before hashing: nodes by id, each
+    node's out edges and input ids. The reference for reading a document given as a dict."""
     nodes = {n["id"]: n for n in doc["nodes"]}
     outs: dict[int, list[dict]] = {i: [] for i in nodes}
     ins: dict[int, list[int]] = {i: [] for i in nodes}
     for e in doc["edges"]:
         outs[e["source"]].append(e)
         ins[e["target"]].append(e["source"])
+    return nodes, outs, ins
+
+
+def plain_ids(doc: dict[str, Any]) -> dict[int, str]:
+    """OperatorIDs the plain way: Flink's rule and walk over the parsed dict, nothing checked.
+
+    This is what a careful script would do: chainability per edge (one input, forward, same
+    slot sharing group and parallelism, strategies), then the breadth-first walk with the
+    counter, the chained outputs and the inputs folded in."""
+    nodes, outs, ins = plain_graph(doc)
 
     def chainable(e: dict) -> bool:
         up, down = nodes[e["source"]], nodes[e["target"]]
@@ -154,8 +163,12 @@ def peak_mib(fn: Callable[[], object]) -> float:
     return peak_memory(fn) / 2**20
 
 
-def ours_whole(path: str) -> str:
-    return compute(load_document(path)).to_json()
+def ours_whole(source: str | dict[str, Any]) -> str:
+    return compute(load_document(source)).to_json()
+
+
+def plain_dict(doc: dict[str, Any]) -> str:
+    return plain_json(doc, plain_ids(doc))
 
 
 def run_with_rss(args: list[str]) -> tuple[float, float]:
@@ -235,8 +248,10 @@ def main(argv: list[str] | None = None) -> None:
 
         rows = [
             ("read: file -> Topology", lambda: load_document(path), lambda: json.loads(raw)),
+            ("read: dict -> Topology", lambda: load_document(parsed), lambda: plain_graph(parsed)),
             ("IDs + chains", lambda: compute(topology), lambda: plain_ids(parsed)),
             ("JSON text", fp.to_json, lambda: plain_json(parsed, reference_ids)),
+            ("whole: dict -> JSON text", lambda: ours_whole(parsed), lambda: plain_dict(parsed)),
             ("whole: file -> JSON text", lambda: ours_whole(path), lambda: plain_whole(path)),
         ]
         print(

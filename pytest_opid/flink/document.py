@@ -13,6 +13,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Mapping
+from itertools import chain
 from operator import attrgetter
 from typing import Annotated, Any, Literal
 
@@ -23,6 +24,7 @@ from pytest_opid.errors import DocumentError, TopologyError
 from pytest_opid.io.json import (
     CountedDefaults,
     describe_json,
+    has_lone_surrogate,
     key_count,
     parse_json_bytes,
     read_bytes,
@@ -39,7 +41,13 @@ from pytest_opid.model import (
     gc_paused,
 )
 
-__all__ = ["decode_document", "dump_document", "load_document", "topology_from_document"]
+__all__ = [
+    "convert_document",
+    "decode_document",
+    "dump_document",
+    "load_document",
+    "topology_from_document",
+]
 
 VERSION = 1
 
@@ -71,7 +79,8 @@ _TOP_KEYS = {
 def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topology:
     """A topology from a document given as a mapping or a path to a JSON file."""
     if isinstance(source, Mapping):
-        return topology_from_document(source)
+        topology = convert_document(source)
+        return topology if topology is not None else topology_from_document(source)
     raw = read_bytes(source)
     try:
         topology = decode_document(raw)
@@ -363,28 +372,59 @@ def decode_document(raw: bytes) -> Topology | None:
         return _decode_document(raw)
 
 
+def convert_document(doc: Mapping[str, Any]) -> Topology | None:
+    """:func:`decode_document` for a document already parsed (a dict, as a program builds it):
+    msgspec checks it in C as it converts it, and anything it does not vouch for (a tuple for a
+    list, a lone surrogate, an integer beyond 64 bits...) is ``None``, for
+    :func:`topology_from_document` to name."""
+    # msgspec converts a tuple to a list, which the precise path refuses: only lists here.
+    if type(doc) is not dict or not all(type(doc.get(k)) is list for k in ("nodes", "edges")):
+        return None
+    with gc_paused():
+        try:
+            parsed, _ = _DEFAULTS.convert(doc, _Document)  # a dict holds no repeated key
+        except (msgspec.MsgspecError, ValueError):  # a key with a lone surrogate: ValueError
+            return None
+        if has_lone_surrogate(_strings(parsed.nodes)):
+            return None  # JSON text cannot hold a lone surrogate; a str can
+        return _topology(parsed)
+
+
 def _decode_document(raw: bytes) -> Topology | None:
     try:
         doc, omitted = _DEFAULTS.decode(_DECODER, raw)
     except (msgspec.MsgspecError, UnicodeDecodeError):  # msgspec checks UTF-8 too
         return None
     nodes: list[Any] = doc.nodes
+    keys = _TOP_FIELDS + len(nodes) * _NODE_FIELDS + len(doc.edges) * _EDGE_FIELDS - omitted
+    if key_count(raw, _colons(nodes)) != keys:
+        return None  # a repeated key
+    del nodes
+    return _topology(doc)
+
+
+def _topology(doc: Any) -> Topology | None:
+    """The topology of a checked ``_Document``; lets go of it as it converts it."""
+    nodes: list[Any] = doc.nodes
     edges: list[Any] = doc.edges
     if not nodes:
         return None
-    keys = _TOP_FIELDS + len(nodes) * _NODE_FIELDS + len(edges) * _EDGE_FIELDS - omitted
-    if key_count(raw, _colons(nodes)) != keys:
-        return None  # a repeated key
     for column in (attrgetter("parallelism"), attrgetter("max_parallelism")):
         if 0 in set(map(column, nodes)):
             return None  # parallelism 0: the precise path names the node
     settings = (doc.chaining_enabled, doc.chain_different_max_parallelism, doc.runtime_mode)
-    del doc  # from here on, each reading is let go of as soon as it is used
+    doc.nodes = doc.edges = []  # from here on, each reading is let go of as soon as it is used
     operators = msgspec.convert(nodes, list[Operator], from_attributes=True)
     del nodes
     links = msgspec.convert(edges, list[Edge], from_attributes=True)
     del edges
     return Topology.from_checked(operators, links, *settings)
+
+
+def _strings(nodes: list[Any]) -> str:
+    """The free text of the nodes (names, uids, slot sharing groups), joined."""
+    columns = (attrgetter("name"), attrgetter("uid"), attrgetter("slot_sharing_group"))
+    return "\x00".join(filter(None, chain.from_iterable(map(column, nodes) for column in columns)))
 
 
 def _colons(nodes: list[Any]) -> int:

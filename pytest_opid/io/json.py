@@ -27,6 +27,7 @@ __all__ = [
     "check_hex_id",
     "decode_text",
     "describe_json",
+    "has_lone_surrogate",
     "key_count",
     "parse_json",
     "parse_json_bytes",
@@ -117,6 +118,12 @@ def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any
     return data
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (U+D800-U+DFFF): a Python string can, JSON text
+    read by a strict decoder cannot, and no file can hold it as UTF-8."""
+    return _SURROGATE.search(text) is not None
+
+
 def key_count(raw: bytes, colons_in_strings: int) -> int:
     """How many keys the JSON text ``raw`` spells out, counting repeats.
 
@@ -166,6 +173,14 @@ class CountedDefaults:
             before = self._taken()
             value = decoder.decode(raw)
             return value, self._taken() - before
+
+    def convert(self, value: Any, kind: type[T]) -> tuple[T, int]:
+        """``msgspec.convert(value, kind)`` (Python objects, e.g. a parsed document) and how
+        many keys its mappings left out; under the same lock, so as not to disturb a count."""
+        with self._lock:
+            before = self._taken()
+            converted = msgspec.convert(value, kind)
+            return converted, self._taken() - before
 
     def _taken(self) -> int:
         return sum(self._PLENTY - source.__length_hint__() for source in self._sources)
