@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Sequence
 
-__all__ = ["columns", "plural", "printable", "quote"]
+__all__ = ["columns", "plural", "printable", "quote", "quote_all"]
 
 # Characters json.dumps(ensure_ascii=False) leaves raw that still break or disguise a line:
 # NEL, the line and paragraph separators, bidi embeddings/overrides/isolates, and the C1
@@ -29,6 +29,24 @@ def _escape(match: re.Match[str]) -> str:
 def quote(text: str) -> str:
     """``text`` as a JSON string literal on one line, every unsafe character escaped."""
     return _UNSAFE.sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+def quote_all(values: Sequence[str | None], none: str = "") -> list[str]:
+    """``[quote(v) for v in values]`` (``none`` for ``None``), with one ``json.dumps`` of the
+    whole column: ``", "`` can only occur between the items of a JSON array (a quote inside a
+    string is escaped), so the array splits back into its items exactly."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return [none] * len(values)
+    text = json.dumps(present, ensure_ascii=False)
+    if _UNSAFE.search(text):
+        quoted = [quote(v) for v in present]
+    else:
+        quoted = [f'"{item}"' for item in text[2:-2].split('", "')]
+    if len(present) == len(values):
+        return quoted
+    it = iter(quoted)
+    return [none if v is None else next(it) for v in values]
 
 
 def printable(text: str) -> str:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
+from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import read_text
@@ -31,7 +32,7 @@ from pytest_opid.result import (
     StateOperator,
     StateStore,
 )
-from pytest_opid.text import _UNSAFE, quote
+from pytest_opid.text import quote, quote_all
 
 __all__ = ["HEADER", "PREFIX", "dumps", "is_snapshot", "loads", "read_snapshot"]
 
@@ -84,8 +85,8 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
             [u or _NONE for u in map(_USER_ID, ops)],
             list(map(str, map(_PARALLELISM, ops))),
             list(map(str, map(_NODE, ops))),
-            _quote_all(list(map(_UID, ops)), _NONE),
-            _quote_all(list(map(_NAME, ops))),
+            quote_all(list(map(_UID, ops)), _NONE),
+            quote_all(list(map(_NAME, ops))),
         ],
     )
     details = [
@@ -104,7 +105,7 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
             [vertex_number[v.id] for v in vertices],
             [v.id for v in vertices],
             [str(v.parallelism) for v in vertices],
-            _quote_all([v.name for v in vertices]),
+            quote_all([v.name for v in vertices]),
         ],
     )
     if fp.state_operators is not None:
@@ -172,24 +173,6 @@ def _columns(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
 
 def _quote(value: str | None) -> str:
     return _NONE if value is None else quote(value)
-
-
-def _quote_all(values: Sequence[str | None], none: str = "") -> list[str]:
-    """``[quote(v) for v in values]`` (``none`` for ``None``), with one ``json.dumps`` of the
-    whole column: ``", "`` can only occur between the items of a JSON array (a quote inside a
-    string is escaped), so the array splits back into its items exactly."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return [none] * len(values)
-    text = json.dumps(present, ensure_ascii=False)
-    if _UNSAFE.search(text):
-        quoted = [quote(v) for v in present]
-    else:
-        quoted = [f'"{item}"' for item in text[2:-2].split('", "')]
-    if len(present) == len(values):
-        return quoted
-    it = iter(quoted)
-    return [none if v is None else next(it) for v in values]
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -389,11 +372,11 @@ def _fast_loads(text: str, version: int) -> Fingerprint | None:
         if len(lines) != body.count("\n") + 1:
             return None  # a line that is neither a plain row nor a comment
         sections[name] = [row for row in lines if row[1]]
-    job: dict[str, str] = {}
-    for key, value in sections.get(_JOB, []):
-        if key in job or "\\" in value:
-            return None  # a repeated key, or an escape the precise reader decodes
-        job[key] = value
+    keys = [key for key, _ in sections.get(_JOB, [])]
+    values = [value for _, value in sections.get(_JOB, [])]
+    if len(set(keys)) != len(keys) or not _unescape(values):
+        return None  # a repeated key (the precise reader names it), or a malformed escape
+    job = dict(zip(keys, values, strict=True))
     mode = job.get("mode", "streaming")
     if mode not in ("streaming", "batch"):
         return None
@@ -422,12 +405,8 @@ def _fast_assemble(
     v_labels, v_ids, v_pars, v_names = vertices
     if len(set(v_labels)) != len(v_labels):
         return None  # the precise reader's last-one-wins; rare enough to leave to it
-    if "\\" in "".join(names) and not _unescape(names):
-        return None
-    if "\\" in "".join(v_names) and not _unescape(v_names):
-        return None
     uids: list[str | None] = [None if c == _NONE else c[1:-1] for c in uid_cells]
-    if "\\" in "".join(filter(None, uids)) and not _unescape_uids(uids):
+    if not (_unescape(names) and _unescape(v_names) and _unescape(uids)):
         return None
     vertex_of: dict[str, str | None] = dict(zip(v_labels, v_ids, strict=True))
     vertex_of[_NONE] = None  # "-": in no job vertex, whatever [job vertices] lists
@@ -477,25 +456,18 @@ def _fast_assemble(
     return Fingerprint(ops, job_vertices, None, engine, mode, None)
 
 
-def _unescape(values: list[str]) -> bool:
-    """Decode, in place, the values holding escapes; ``False`` where one is malformed."""
+def _unescape(values: list[Any]) -> bool:
+    """Decode, in place, the values (strings, or ``None`` for ``-``) that hold escapes, as the
+    precise reader decodes a cell; ``False`` where one is malformed. One join tells whether any
+    value has an escape at all (the usual answer: none)."""
+    if "\\" not in "".join(filter(None, values)):
+        return True
     for i, value in enumerate(values):
-        if "\\" in value:
-            decoded = _plain_string(f'"{value}"')
-            if decoded is None:
-                return False
-            values[i] = decoded
-    return True
-
-
-def _unescape_uids(uids: list[str | None]) -> bool:
-    """:func:`_unescape` for the uid column, where ``None`` stands for ``-``."""
-    for i, value in enumerate(uids):
         if value is not None and "\\" in value:
             decoded = _plain_string(f'"{value}"')
             if decoded is None:
                 return False
-            uids[i] = decoded
+            values[i] = decoded
     return True
 
 

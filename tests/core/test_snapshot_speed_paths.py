@@ -24,7 +24,7 @@ from pytest_opid.flink.document import topology_from_document
 from pytest_opid.io import snapshot
 from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint
-from pytest_opid.text import quote
+from pytest_opid.text import quote, quote_all
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FORMAT1 = sorted((DATA / "snapshots-format1").glob("*.opid"))
@@ -124,8 +124,8 @@ def test_dumps_writes_every_cell_as_quote_and_ljust_would():
     assert "\n".join(["[operators]", *operators, ""]) in text
     assert "\n".join(["[job vertices]", *vertices, ""]) in text
     assert snapshot._table(("a", "b"), []) == reference_table(("a", "b"), [])
-    assert snapshot._quote_all(["a", None, 'x", "y'], "-") == ['"a"', "-", quote('x", "y')]
-    assert snapshot._quote_all([], "-") == [] and snapshot._quote_all([None], "-") == ["-"]
+    assert quote_all(["a", None, 'x", "y'], "-") == ['"a"', "-", quote('x", "y')]
+    assert quote_all([], "-") == [] and quote_all([None], "-") == ["-"]
 
 
 MALFORMED = [
