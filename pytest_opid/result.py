@@ -752,11 +752,6 @@ def _json_pieces(fp: Fingerprint, rows_per_chunk: int, errors: str) -> Iterator[
     yield b"\n}"
 
 
-def _colons(strings: Any) -> int:
-    """Colons in the (str or None) values ``strings``."""
-    return "\x00".join(filter(None, strings)).count(":")
-
-
 def _all_hex(ids: Any) -> bool:
     """Whether the (str or None) values ``ids`` are lowercase hex digits only (msgspec
     checked their length): one join and one ``bytes.translate`` for a whole file."""
@@ -806,7 +801,7 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | 
         map(itemgetter(2), saved.edges or ()),
     )
     # More keys in the text than the decoded objects hold means a repeated key.
-    if key_count(raw_bytes, _colons(strings)) != keys:
+    if key_count(raw_bytes, strings) != keys:
         return None
     if not _all_hex(chain(oid, user, generated, user_defined, ids, map(itemgetter(1), states))):
         return None

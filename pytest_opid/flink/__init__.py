@@ -21,7 +21,7 @@ from typing import Any
 
 from pytest_opid.flink.chaining import ChainingRule, flink_chaining
 from pytest_opid.flink.compute import compute
-from pytest_opid.flink.document import convert_document, decode_document, topology_from_document
+from pytest_opid.flink.document import decode_document, read_document
 from pytest_opid.flink.plan import topology_from_plan
 from pytest_opid.flink.restore import check_savepoint
 from pytest_opid.flink.rules import FlinkRules
@@ -76,15 +76,6 @@ def _check_savepoint(path: Path, new: Fingerprint, allow_non_restored_state: boo
     )
 
 
-def _document_fingerprint(data: Any, chaining: ChainingRule | None) -> Fingerprint:
-    """A parsed document's fingerprint: read in C where msgspec vouches for it, else on the
-    precise path, which names the fault."""
-    topology = convert_document(data)
-    if topology is None:
-        topology = topology_from_document(data)
-    return compute(topology, chaining or flink_chaining)
-
-
 def _decode_document(raw: bytes, chaining: ChainingRule | None) -> Callable[[], Fingerprint] | None:
     topology = decode_document(raw)
     if topology is None:
@@ -107,7 +98,7 @@ def register() -> None:
         DataFormat(
             "document",
             lambda data: "edges" in data,
-            _document_fingerprint,
+            lambda data, chaining: compute(read_document(data), chaining or flink_chaining),
             "a topology document",
             _decode_document,
         )

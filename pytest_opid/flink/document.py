@@ -11,8 +11,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import chain
 from operator import attrgetter
 from typing import Annotated, Any, Literal
@@ -25,6 +24,7 @@ from pytest_opid.io.json import (
     CountedDefaults,
     describe_json,
     has_lone_surrogate,
+    joined,
     key_count,
     parse_json_bytes,
     read_bytes,
@@ -46,6 +46,7 @@ __all__ = [
     "decode_document",
     "dump_document",
     "load_document",
+    "read_document",
     "topology_from_document",
 ]
 
@@ -79,8 +80,7 @@ _TOP_KEYS = {
 def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topology:
     """A topology from a document given as a mapping or a path to a JSON file."""
     if isinstance(source, Mapping):
-        topology = convert_document(source)
-        return topology if topology is not None else topology_from_document(source)
+        return read_document(source)
     raw = read_bytes(source)
     try:
         topology = decode_document(raw)
@@ -93,6 +93,13 @@ def load_document(source: str | os.PathLike[str] | Mapping[str, Any]) -> Topolog
         return topology_from_document(data)
     except (DocumentError, TopologyError) as exc:
         raise type(exc)(f"{source}: {exc}") from None
+
+
+def read_document(doc: Any) -> Topology:
+    """The topology of a parsed document: read in C where msgspec vouches for it
+    (:func:`convert_document`), else by :func:`topology_from_document`, which names the fault."""
+    topology = convert_document(doc)
+    return topology if topology is not None else topology_from_document(doc)
 
 
 def topology_from_document(doc: Any) -> Topology:
@@ -372,7 +379,7 @@ def decode_document(raw: bytes) -> Topology | None:
         return _decode_document(raw)
 
 
-def convert_document(doc: Mapping[str, Any]) -> Topology | None:
+def convert_document(doc: Any) -> Topology | None:
     """:func:`decode_document` for a document already parsed (a dict, as a program builds it):
     msgspec checks it in C as it converts it, and anything it does not vouch for (a tuple for a
     list, a lone surrogate, an integer beyond 64 bits...) is ``None``, for
@@ -382,10 +389,10 @@ def convert_document(doc: Mapping[str, Any]) -> Topology | None:
         return None
     with gc_paused():
         try:
-            parsed, _ = _DEFAULTS.convert(doc, _Document)  # a dict holds no repeated key
+            parsed = _DEFAULTS.convert(doc, _Document)
         except (msgspec.MsgspecError, ValueError):  # a key with a lone surrogate: ValueError
             return None
-        if has_lone_surrogate(_strings(parsed.nodes)):
+        if has_lone_surrogate(joined(_strings(parsed.nodes))):
             return None  # JSON text cannot hold a lone surrogate; a str can
         return _topology(parsed)
 
@@ -397,7 +404,7 @@ def _decode_document(raw: bytes) -> Topology | None:
         return None
     nodes: list[Any] = doc.nodes
     keys = _TOP_FIELDS + len(nodes) * _NODE_FIELDS + len(doc.edges) * _EDGE_FIELDS - omitted
-    if key_count(raw, _colons(nodes)) != keys:
+    if key_count(raw, _strings(nodes)) != keys:
         return None  # a repeated key
     del nodes
     return _topology(doc)
@@ -421,18 +428,10 @@ def _topology(doc: Any) -> Topology | None:
     return Topology.from_checked(operators, links, *settings)
 
 
-def _strings(nodes: list[Any]) -> str:
-    """The free text of the nodes (names, uids, slot sharing groups), joined."""
-    columns = (attrgetter("name"), attrgetter("uid"), attrgetter("slot_sharing_group"))
-    return "\x00".join(filter(None, chain.from_iterable(map(column, nodes) for column in columns)))
+def _strings(nodes: list[Any]) -> Iterator[str | None]:
+    """The free text of the nodes: names, uids and slot sharing groups (the other strings are
+    hex digits and enum names)."""
+    return chain.from_iterable(map(column, nodes) for column in _TEXT_COLUMNS)
 
 
-def _colons(nodes: list[Any]) -> int:
-    """Colons inside the strings of decoded nodes: names, uids and slot sharing groups (the
-    other strings are hex digits and enum names)."""
-    total = "\x00".join(map(attrgetter("name"), nodes)).count(":")
-    for column in (attrgetter("uid"), attrgetter("slot_sharing_group")):
-        for value, times in Counter(map(column, nodes)).items():
-            if type(value) is str:
-                total += value.count(":") * times
-    return total
+_TEXT_COLUMNS = (attrgetter("name"), attrgetter("uid"), attrgetter("slot_sharing_group"))
