@@ -13,7 +13,7 @@ import enum
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress, count, repeat
 from operator import itemgetter, le, ne, not_
@@ -110,11 +110,6 @@ class Comparison:
     #: named operator that took over its ID, while ``own`` (same name as ``old``, new ID) starts
     #: empty. Typical after inserting an operator in front of another: the wrong state restores.
     misplaced: tuple[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint], ...] = ()
-    #: the kept pairs whose names differ, where :func:`compare` found them already (renamed
-    #: and misplaced ones): saves :attr:`renamed` a pass over every kept pair
-    _named_apart: tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...] | None = field(
-        default=None, compare=False, repr=False
-    )
 
     @property
     def engine(self) -> str:
@@ -146,10 +141,7 @@ class Comparison:
     def renamed(self) -> tuple[tuple[OperatorFingerprint, OperatorFingerprint], ...]:
         """Kept operators with a new name: harmless, Flink does not look at names. Computed
         once, by columns: an explanation reads it several times."""
-        renamed = self._named_apart
-        if renamed is None:
-            with gc_paused():
-                renamed = tuple(_renamed(self.kept))
+        renamed = _renamed(self.kept)
         if not self.misplaced:
             return tuple(renamed)
         misplaced = {id(o) for o, _, _ in self.misplaced}
@@ -232,7 +224,7 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
         kept, orphaned, added = _by_state_id(old.operators, new.operators)
         changed = _pair(orphaned, added)
         pairs = kept + changed
-        misplaced, named_apart = _misplaced(kept, added, {id(n) for _, n in changed})
+        misplaced = _misplaced(kept, added, {id(n) for _, n in changed})
         return Comparison(
             old=old,
             new=new,
@@ -243,7 +235,6 @@ def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
             chain_changes=tuple(_chain_changes(old, new, pairs)),
             state_operator_changes=tuple(_state_changes(old, new)),
             misplaced=tuple(misplaced),
-            _named_apart=named_apart,
         )
 
 
@@ -349,23 +340,18 @@ def _misplaced(
     kept: Sequence[_Pair],
     added: Sequence[OperatorFingerprint],
     explained: set[int],
-) -> tuple[
-    list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]],
-    tuple[_Pair, ...] | None,
-]:
+) -> list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]]:
     """Kept pairs that are not a rename: the new holder of the old ID has another name, and an
     operator with the old name is new (it got another ID). Flink restores by ID, so the old
-    operator's state would land in the stranger while its own operator starts empty. Also the
-    kept pairs whose names differ, where it had to find them (else ``None``)."""
+    operator's state would land in the stranger while its own operator starts empty."""
     by_name: dict[str, deque[OperatorFingerprint]] = defaultdict(deque)
     for n in added:
         if id(n) not in explained:
             by_name[n.name].append(n)
     found: list[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint]] = []
     if not by_name:
-        return found, None
-    named_apart = tuple(_renamed(kept))
-    for o, n in named_apart:
+        return found
+    for o, n in _renamed(kept):
         if o.uid is None and o.user_operator_id is None:
             own = by_name.get(o.name)
             if own:
@@ -374,7 +360,7 @@ def _misplaced(
                     del by_name[o.name]
                     if not by_name:
                         break  # every waiting name is taken: the rest would find none
-    return found, named_apart
+    return found
 
 
 def _pair(
