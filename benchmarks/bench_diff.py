@@ -18,7 +18,6 @@ import json
 import sys
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -26,6 +25,9 @@ from typing import cast
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_core import peak_memory as peak
 
 from pytest_opid.cli import main as opid
 from pytest_opid.comparison import Check, compare
@@ -60,16 +62,6 @@ def best(fn: Callable[[], object]) -> tuple[float, object]:
         result = fn()
         times.append(time.process_time() - start)
     return min(times), result
-
-
-def peak(fn: Callable[[], object]) -> int:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def main() -> None:
