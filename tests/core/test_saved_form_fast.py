@@ -173,13 +173,17 @@ def sample() -> dict[str, Any]:
     return spark_style().to_dict()
 
 
-def with_(path: tuple[Any, ...], value: Any) -> str:
-    data = sample()
+def set_at(data: dict[str, Any], path: tuple[Any, ...], value: Any) -> str:
+    """``data`` as JSON text, with the value at ``path`` replaced by ``value``."""
     target: Any = data
     for step in path[:-1]:
         target = target[step]
     target[path[-1]] = value
     return json.dumps(data, ensure_ascii=False)
+
+
+def with_(path: tuple[Any, ...], value: Any) -> str:
+    return set_at(sample(), path, value)
 
 
 def without(path: tuple[Any, ...]) -> str:

@@ -13,6 +13,8 @@ from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import parse_json
 from pytest_opid.result import Fingerprint
 
+from .test_saved_form_fast import set_at
+
 HEX_A, HEX_B, HEX_C = "a" * 32, "b" * 32, "c" * 32
 
 
@@ -60,12 +62,7 @@ WRONG = {
 
 
 def with_(path: tuple[Any, ...], value: Any) -> str:
-    data = sample()
-    target: Any = data
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = value
-    return json.dumps(data, ensure_ascii=False)
+    return set_at(sample(), path, value)
 
 
 def precise_error(text: str) -> str:
