@@ -44,6 +44,9 @@ __all__ = [
     "StateStore",
 ]
 
+#: The value of a :attr:`StateOperator.meaning` fact that could not be known.
+UNKNOWN = "?"
+
 #: Version of the saved form written by :meth:`Fingerprint.to_dict`; version 1 (no ``version``
 #: key, no engine tag) is still read.
 SAVED_VERSION = 2
@@ -113,6 +116,11 @@ class StateOperator:
     name: str
     kind: str
     stores: tuple[StateStore, ...] = ()
+    #: What the operator's state means, as ``(fact, value)`` pairs in the engine's order
+    #: (grouping keys, aggregates, window, deduplication columns, join keys...): two operators
+    #: whose state the engine accepts may still read it as something else. A fact the engine
+    #: package could not know has the value :data:`UNKNOWN`; an empty tuple records nothing.
+    meaning: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,12 +259,22 @@ class RestoreCheck:
     restorable: bool
     problems: tuple[RestoreProblem, ...] = ()
     warnings: tuple[RestoreProblem, ...] = ()
+    #: Restores the engine accepts but that hand a stateful operator state written under
+    #: another definition (another grouping key, aggregate, window...): results go wrong.
+    reinterpreted: tuple[RestoreProblem, ...] = ()
+
+    @property
+    def safe(self) -> bool:
+        """Restorable, and every stateful operator reads its state with the same meaning."""
+        return self.restorable and not self.reinterpreted
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
             "restorable": self.restorable,
+            "safe": self.safe,
             "problems": [p.to_dict() for p in self.problems],
+            "reinterpreted": [r.to_dict() for r in self.reinterpreted],
             "warnings": [w.to_dict() for w in self.warnings],
         }
 
@@ -446,7 +464,9 @@ class _Reader:
     def _state(self, s: Any, i: int) -> StateOperator:
         where = f"state_operators[{i}]"
         obj = self._object(s, where)
-        self._known(obj, {"state_operator_id", "operator_id", "name", "kind", "stores"}, where)
+        self._known(
+            obj, {"state_operator_id", "operator_id", "name", "kind", "stores", "meaning"}, where
+        )
         stores = []
         if obj.get("stores") is not None:
             for k, st in enumerate(self._list(obj, "stores", where)):
@@ -460,12 +480,26 @@ class _Reader:
                         self._str(entry, "value_schema", at, default=None),
                     )
                 )
+        meaning = []
+        if obj.get("meaning") is not None:
+            for k, fact in enumerate(self._list(obj, "meaning", where)):
+                at = f"{where}.meaning[{k}]"
+                if (
+                    not isinstance(fact, list)
+                    or len(fact) != 2
+                    or not all(isinstance(x, str) for x in fact)
+                ):
+                    raise DocumentError(
+                        f"{at}: expected a [fact, value] pair of strings, got {describe_json(fact)}"
+                    )
+                meaning.append((fact[0], fact[1]))
         return StateOperator(
             self._int(obj, "state_operator_id", where),
             self._hex(obj, "operator_id", where),
             self._str(obj, "name", where),
             self._str(obj, "kind", where),
             tuple(stores),
+            tuple(meaning),
         )
 
     # -- typed fields --
@@ -590,6 +624,19 @@ class _State(Struct, forbid_unknown_fields=True, gc=False):
     name: str
     kind: str
     stores: list[_Store] | None = _default(None)
+    meaning: list[tuple[str, str]] | None = _default(None)
+
+
+class _OutState(Struct, gc=False):
+    """A stateful operator as written: ``meaning`` only where there is one, so fingerprints
+    that record none are written as before."""
+
+    state_operator_id: int
+    operator_id: str
+    name: str
+    kind: str
+    stores: list[_Store]
+    meaning: list[list[str]] | UnsetType = UNSET
 
 
 class _Saved(Struct, forbid_unknown_fields=True, gc=False):
@@ -633,7 +680,7 @@ class _Out(Struct, gc=False):
     mode: str
     operators: list[_Op]
     job_vertices: list[_OutVertex]
-    state_operators: list[_State] | UnsetType = UNSET
+    state_operators: list[_OutState] | UnsetType = UNSET
     sources: list[str] | UnsetType = UNSET
     edges: list[list[int | str]] | UnsetType = UNSET
 
@@ -657,14 +704,15 @@ def _vertex_rows(vertices: Sequence[JobVertex], lists: bool = False) -> list[_Ou
     )
 
 
-def _state_rows(states: Sequence[StateOperator]) -> list[_State]:
+def _state_rows(states: Sequence[StateOperator]) -> list[_OutState]:
     return [
-        _State(
+        _OutState(
             s.state_operator_id,
             s.operator_id,
             s.name,
             s.kind,
             [_Store(st.name, st.key_schema, st.value_schema) for st in s.stores],
+            [list(f) for f in s.meaning] if s.meaning else UNSET,
         )
         for s in states
     ]
@@ -784,7 +832,7 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | 
         8 * len(ops)
         + 6 * len(vertices)
         + 2 * len(members)
-        + 5 * len(states)
+        + 6 * len(states)
         + 3 * len(stores)
         + 8
         - omitted
@@ -797,6 +845,7 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | 
         map(itemgetter(2), states),
         map(itemgetter(3), states),
         chain.from_iterable(stores),  # names and schemas (or None): all strings
+        chain.from_iterable(chain.from_iterable(filter(None, map(itemgetter(5), states)))),
         saved.sources or (),
         map(itemgetter(2), saved.edges or ()),
     )
@@ -861,6 +910,7 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | 
                 s.name,
                 s.kind,
                 tuple(StateStore(st.name, st.key_schema, st.value_schema) for st in s.stores or ()),
+                tuple(map(tuple, s.meaning or ())),  # type: ignore[arg-type]
             )
             for s in saved.state_operators
         )

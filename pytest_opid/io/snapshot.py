@@ -48,8 +48,9 @@ _DETAILS = "[operator details]"
 _VERTICES = "[job vertices]"
 _STATES = "[state operators]"
 _STORES = "[state stores]"
+_MEANING = "[state meaning]"
 _SOURCES = "[sources]"
-_SECTIONS = (_JOB, _OPERATORS, _DETAILS, _VERTICES, _STATES, _STORES, _SOURCES)
+_SECTIONS = (_JOB, _OPERATORS, _DETAILS, _VERTICES, _STATES, _STORES, _MEANING, _SOURCES)
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _INT = re.compile(r"-?[0-9]{1,10}")
@@ -130,6 +131,14 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
         if stores:
             lines += ["", _STORES]
             lines += _table(("state", "store", "key_schema", "value_schema"), stores)
+        facts = [
+            (str(s.state_operator_id), quote(fact), quote(value))
+            for s in fp.state_operators
+            for fact, value in s.meaning
+        ]
+        if facts:
+            lines += ["", _MEANING]
+            lines += _table(("state", "fact", "value"), facts)
     if fp.sources is not None:
         lines += ["", _SOURCES]
         lines += _table(
@@ -204,6 +213,7 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
     vertices: list[tuple[str, str, int, str]] = []
     states: list[StateOperator] | None = None
     stores: dict[int, list[StateStore]] = {}
+    meaning: dict[int, list[tuple[str, str]]] = {}
     sources: list[str] | None = None
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -264,6 +274,11 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
                     None if value_schema == _NONE else _string(value_schema, where),
                 )
             )
+        elif section == _MEANING:
+            state_no, fact, value = _arity(cells, 3, where)
+            meaning.setdefault(_int(state_no, where), []).append(
+                (_string(fact, where), _string(value, where))
+            )
         elif section == _SOURCES and sources is not None:
             position, name = _arity(cells, 2, where)
             if _int(position, where) != len(sources):
@@ -275,14 +290,17 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
     if mode not in ("streaming", "batch"):
         raise DocumentError(f'{origin}: mode must be "streaming" or "batch"')
     engine = job.get("engine", "")  # format 1: none; the registry finds the engine claiming it
-    if states is not None and stores:
+    if (stores or meaning) and states is None:
+        raise DocumentError(f"{origin}: state stores or meaning without [state operators]")
+    if states is not None and (stores or meaning):
         known = {s.state_operator_id for s in states}
-        for state_number in stores:
-            if state_number not in known:
-                raise DocumentError(
-                    f"{origin}: [state stores] names state {state_number}, "
-                    "which [state operators] does not list"
-                )
+        for section_name, numbers in ((_STORES, stores), (_MEANING, meaning)):
+            for state_number in numbers:
+                if state_number not in known:
+                    raise DocumentError(
+                        f"{origin}: {section_name} names state {state_number}, "
+                        "which [state operators] does not list"
+                    )
         states = [
             StateOperator(
                 s.state_operator_id,
@@ -290,6 +308,7 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
                 s.name,
                 s.kind,
                 tuple(stores.get(s.state_operator_id, ())),
+                tuple(meaning.get(s.state_operator_id, ())),
             )
             for s in states
         ]
