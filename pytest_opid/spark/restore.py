@@ -326,6 +326,7 @@ class _Checker:
         self.shuffle_partitions = shuffle_partitions
         self.problems: list[RestoreProblem] = []
         self.warnings: list[RestoreProblem] = []
+        self.reinterpreted: list[RestoreProblem] = []
         self.new_ops = tuple(_operator(s, new) for s in new.state_operators or ())
 
     def run(self) -> RestoreCheck:
@@ -338,13 +339,23 @@ class _Checker:
         else:
             self.sources()
             self.state()
-        return RestoreCheck(ENGINE, not self.problems, tuple(self.problems), tuple(self.warnings))
+        return RestoreCheck(
+            ENGINE,
+            not self.problems,
+            tuple(self.problems),
+            tuple(self.warnings),
+            tuple(self.reinterpreted),
+        )
 
     def problem(self, kind: str, message: str, **where: Any) -> None:
         self.problems.append(RestoreProblem(kind, message, **where))
 
     def warn(self, kind: str, message: str, **where: Any) -> None:
         self.warnings.append(RestoreProblem(kind, message, **where))
+
+    def reinterpret(self, kind: str, message: str, **where: Any) -> None:
+        """Spark restarts, but the operator reads state written under another definition."""
+        self.reinterpreted.append(RestoreProblem(kind, message, **where))
 
     # Sources ------------------------------------------------------------------------------
 
