@@ -71,6 +71,7 @@ from pytest_opid.result import (
     StateOperator,
     StateStore,
 )
+from pytest_opid.spark.meaning import MeaningPlan, operator_meaning
 
 __all__ = [
     "PROPERTIES_STORE",
@@ -149,6 +150,8 @@ class StatefulNode:
     key_types: tuple[str, ...] = ()
     #: its state stores with the key and value schemas Spark writes (read from the JVM)
     stores: tuple[StateStore, ...] = ()
+    #: what its state means (:mod:`pytest_opid.spark.meaning`)
+    meaning: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,7 @@ def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:
                 name=f"{topology.operator(s.node).name}({', '.join(s.key_types)})",
                 kind=s.kind,
                 stores=s.stores,
+                meaning=s.meaning,
             )
             for s in graph.state_operators
         )
@@ -366,8 +370,9 @@ def graph_from_plan(
                 kind=read[i].operator_name if read else kind,
                 key_types=keys,
                 stores=tuple(read[i].stores) if read else (),
+                meaning=facts,
             )
-            for i, (node, kind, keys) in enumerate(builder.stateful)
+            for i, (node, kind, keys, facts) in enumerate(builder.stateful)
         )
     return SparkPlanGraph(
         topology, states, tuple(sources) if streaming and sources is not None else None
@@ -436,7 +441,7 @@ class _Builder:
         self.operators: list[Operator] = []
         self._edges: list[tuple[_Port, int, int]] = []  # (input port, target id, type number)
         #: (node id, kind, key types) in Spark's numbering order
-        self.stateful: list[tuple[int, str, tuple[str, ...]]] = []
+        self.stateful: list[tuple[int, str, tuple[str, ...], tuple[tuple[str, str], ...]]] = []
         self._exchanges: list[tuple[list[dict[str, Any]], int, int, _Port]] = []
         self._reused: list[tuple[list[dict[str, Any]], _Port]] = []
 
@@ -471,7 +476,8 @@ class _Builder:
                 state_order[i] = len(state_order)
             if not children[i]:
                 leaf_rank[i] = len(leaf_rank)
-        stateful: list[tuple[int, int, str, tuple[str, ...]]] = []
+        stateful: list[tuple[int, int, str, tuple[str, ...], tuple[tuple[str, str], ...]]] = []
+        meaning_plan = MeaningPlan(nodes) if main and state_order else None
         stack = [(0, False)]
         while stack:
             i, expanded = stack.pop()
@@ -497,7 +503,8 @@ class _Builder:
                 ports[i] = _Port(op, Partitioner.FORWARD, self.operators[-1].parallelism)
                 if i in state_order:
                     kind = STATEFUL_OPERATORS[cls]
-                    stateful.append((state_order[i], op, kind, _key_types(node)))
+                    facts = operator_meaning(nodes, i, plan=meaning_plan)
+                    stateful.append((state_order[i], op, kind, _key_types(node), facts))
         stateful.sort()
         self.stateful.extend(entry[1:] for entry in stateful)
         root = ports[0]

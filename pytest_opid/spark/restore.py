@@ -52,6 +52,7 @@ from pytest_opid.result import (
     StateOperator,
 )
 from pytest_opid.spark.checkpoint import Checkpoint
+from pytest_opid.spark.meaning import checkpoint_meaning, compare_meaning
 from pytest_opid.spark.plan import PROPERTIES_STORE
 from pytest_opid.text import plural, printable, quote
 
@@ -83,6 +84,15 @@ _VALUE_UNCHECKED = frozenset({"dedupe"})
 _FIX_NEW_CHECKPOINT = (
     "  - or run the changed query on a new checkpoint location: its state starts empty and "
     "its sources start from their beginning (or startingOffsets)"
+)
+_FIX_MEANING = (
+    "\nFix:\n"
+    "  - run the changed query on a new checkpoint location: its state starts empty and "
+    "its sources start from their beginning (or startingOffsets)\n"
+    "  - or keep the state's definition as it was, and make the change in a new query\n"
+    "  - or, if the mixed results are acceptable, accept it knowingly: "
+    "@pytest.mark.stable_topology(allow_reinterpreted_state=True), or "
+    "opid check-restore --allow-reinterpreted-state"
 )
 _FIX_MIGRATE = (
     '  - or migrate the state: read it with spark.read.format("statestore")'
@@ -178,6 +188,7 @@ class _Operator:
     schemas_known: bool = True
     label: str = ""  # how the fingerprint names it (StateStoreSave(string)), if known
     operator_id: str | None = None
+    meaning: tuple[tuple[str, str], ...] = ()  # spark.meaning's facts; () from a checkpoint
 
 
 @dataclass(frozen=True)
@@ -313,6 +324,7 @@ def _operator(s: StateOperator, fp: Fingerprint) -> _Operator:
         schemas_known=bool(s.stores),
         label=s.name,
         operator_id=s.operator_id,
+        meaning=s.meaning,
     )
 
 
@@ -552,8 +564,11 @@ class _Checker:
             new_op, old_op = new_ops[number], old_ops.get(number)
             if old_op is None or (old_op.name is not None and old_op.name != new_op.name):
                 continue
+            refused = len(self.problems)
             self.schemas(old_op, new_op)
             self.properties(old_op, new_op)
+            if len(self.problems) == refused:
+                self.meaning(old_op, new_op)
             self.partitions(old_op, new_op)
 
     def not_matching(
@@ -779,12 +794,41 @@ class _Checker:
                 )
             if added:
                 parts.append(f"{', '.join(map(quote, added))} new (starts empty)")
-            self.warn(
-                "state_config",
+            message = (
                 f"state/{new.number} ({new.name}): state variables {'; '.join(parts)}. Spark "
-                "matches state variables by name, so a renamed variable loses its state.",
-                **where,
+                "matches state variables by name, so a renamed variable loses its state."
             )
+            if gone:  # Spark restarts and drops what the processor kept there, silently
+                self.reinterpret(
+                    "state_meaning",
+                    message + " Spark restarts, and the results are wrong: the processor "
+                    "starts the new variable empty for every key, as if it had never seen "
+                    "them." + _FIX_MEANING,
+                    **where,
+                )
+            else:
+                self.warn("state_config", message, **where)
+
+    def meaning(self, old: _Operator, new: _Operator) -> None:
+        """Restarts Spark accepts whose state the new query reads as something else
+        (:mod:`pytest_opid.spark.meaning`): not safe. transformWithState's variables are judged
+        with its properties."""
+        if new.name in _TRANSFORM_WITH_STATE:
+            return
+        if self.old.from_checkpoint:
+            changes = checkpoint_meaning(
+                new.number, new.name or "", old.stores, new.stores, new.meaning
+            )
+        else:
+            changes = compare_meaning(
+                new.number, new.name or "", old.meaning, new.meaning, self.old.origin
+            )
+        where = {"state_id": str(new.number), "operator_id": new.operator_id, "name": old.name}
+        for change in changes:
+            if change.reinterprets:
+                self.reinterpret(change.kind, change.message + _FIX_MEANING, **where)
+            else:
+                self.warn(change.kind, change.message, **where)
 
     def partitions(self, old: _Operator, new: _Operator) -> None:
         before = old.partitions or self.shuffle_partitions

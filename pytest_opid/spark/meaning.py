@@ -1,0 +1,861 @@
+"""What a stateful operator's state means, read from Spark's plan JSON (pure Python, no JVM).
+
+Spark checks at restart only that a state store's key and value schemas keep their types
+(``StateSchemaCompatibilityChecker``): ``groupBy("cat")`` -> ``groupBy("user")``, ``count`` ->
+``sum``, a 5-minute window -> a 10-minute one or ``dropDuplicates(["id"])`` ->
+``dropDuplicates(["v"])`` all restart, and the new query then reads the old state as something
+it is not. This module records, per stateful operator, the facts that decide what its state
+means, as ``(fact, value)`` pairs in Spark's own order (:attr:`StateOperator.meaning`):
+
+* ``key N``: the N-th grouping (or deduplication) key as an expression over the columns the
+  query reads, aliases resolved through the plan's projections, so a rename (``col("user")
+  .alias("u")``) keeps the fact and a new column or expression changes it;
+* ``aggregate N``: the N-th aggregate function with its input, in the state buffer's order;
+* ``window`` / ``session window``: the time column and the window's durations;
+* ``join type``, ``left key N``, ``right key N``, ``left input``, ``right input``;
+* ``function``, ``state schema``, ``timeout`` (applyInPandasWithState, flatMapGroupsWithState);
+* ``output mode``, ``watermark``, ``limit``.
+
+A fact the plan does not show is :data:`~pytest_opid.result.UNKNOWN`, never guessed. Which
+facts change meaning and how a change is worded is :mod:`pytest_opid.spark.restore`'s business.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from pytest_opid.result import UNKNOWN
+
+__all__ = [
+    "Change",
+    "MeaningPlan",
+    "checkpoint_meaning",
+    "compare_meaning",
+    "operator_meaning",
+    "plain_column",
+]
+
+#: Nodes one expression may expand to when aliases are resolved; past it the rest is "…".
+_BUDGET = 200
+_OPERATORS = {
+    "Add": "+",
+    "Subtract": "-",
+    "Multiply": "*",
+    "Divide": "/",
+    "Remainder": "%",
+    "EqualTo": "=",
+    "EqualNullSafe": "<=>",
+    "LessThan": "<",
+    "LessThanOrEqual": "<=",
+    "GreaterThan": ">",
+    "GreaterThanOrEqual": ">=",
+    "And": "AND",
+    "Or": "OR",
+}
+#: Wrappers that change nothing a reader of the state cares about.
+_TRANSPARENT = frozenset({"Alias", "KnownNullable", "KnownNotNull", "PromotePrecision"})
+_MODES = {"Append": "append", "Update": "update", "Complete": "complete"}
+_JOINS = {
+    "Inner": "inner",
+    "LeftOuter": "leftOuter",
+    "RightOuter": "rightOuter",
+    "FullOuter": "fullOuter",
+    "LeftSemi": "leftSemi",
+    "LeftAnti": "leftAnti",
+}
+_MICROS = (
+    (86_400_000_000, "day"),
+    (3_600_000_000, "hour"),
+    (60_000_000, "minute"),
+    (1_000_000, "second"),
+    (1_000, "millisecond"),
+)
+
+
+class _Expr:
+    """One expression node of the plan JSON with its children (the JSON lists a tree's nodes
+    in pre-order, each with ``num-children``)."""
+
+    __slots__ = ("children", "cls", "fields")
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        self.fields = fields
+        self.cls = str(fields.get("class", "")).rsplit(".", 1)[-1]
+        self.children: list[_Expr] = []
+
+
+def _tree(flat: Any) -> _Expr | None:
+    """The tree of a flattened expression (a list of nodes in pre-order), without recursion."""
+    if not isinstance(flat, list) or not flat or not isinstance(flat[0], dict):
+        return None
+    root = _Expr(flat[0])
+    stack = [(root, int(flat[0].get("num-children", 0) or 0))]
+    for raw in flat[1:]:
+        if not isinstance(raw, dict) or not stack:
+            return None
+        node = _Expr(raw)
+        parent, _ = stack[-1]
+        parent.children.append(node)
+        while stack and len(stack[-1][0].children) >= stack[-1][1]:
+            stack.pop()
+        wanted = int(raw.get("num-children", 0) or 0)
+        if wanted:
+            stack.append((node, wanted))
+    return root
+
+
+def _expr_id(fields: Mapping[str, Any]) -> int | None:
+    ref = fields.get("exprId")
+    if isinstance(ref, dict) and isinstance(ref.get("id"), int):
+        return int(ref["id"])
+    return None
+
+
+class MeaningPlan:
+    """The plan's nodes with what resolving an attribute needs: the expression that defines
+    each alias (projections, Expand's first projection, aggregates' results)."""
+
+    def __init__(self, nodes: Sequence[Mapping[str, Any]]) -> None:
+        self.nodes = nodes
+        self.classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
+        self.defs: dict[int, tuple[_Expr, str]] = {}  # exprId -> (definition, where)
+        self.watermarks: dict[int, int] = {}  # exprId -> delay (ms), from attribute metadata
+        for node, cls in zip(nodes, self.classes, strict=True):
+            if cls == "ProjectExec":
+                for flat in node.get("projectList") or ():
+                    self._define(_tree(flat), "project")
+            elif cls == "ExpandExec":
+                projections = node.get("projections") or ()
+                outputs = node.get("output") or ()
+                if projections and isinstance(projections[0], list):
+                    for flat, out in zip(projections[0], outputs, strict=False):
+                        tree, attr = _tree(flat), _tree(out)
+                        ident = _expr_id(attr.fields) if attr is not None else None
+                        if (
+                            tree is not None
+                            and ident is not None
+                            and tree.cls != "AttributeReference"
+                        ):
+                            self.defs.setdefault(ident, (tree, "expand"))
+            elif cls in ("HashAggregateExec", "MergingSessionsExec"):
+                for flat in node.get("aggregateExpressions") or ():
+                    tree = _tree(flat)
+                    if tree is not None and tree.cls == "AggregateExpression":
+                        ident = None
+                        result = tree.fields.get("resultId")
+                        if isinstance(result, dict) and isinstance(result.get("id"), int):
+                            ident = int(result["id"])
+                        if ident is not None:
+                            self.defs.setdefault(ident, (tree, "aggregate"))
+        for ident, delay in self._delays():
+            self.watermarks.setdefault(ident, delay)
+
+    def _define(self, tree: _Expr | None, where: str) -> None:
+        if tree is not None and tree.cls == "Alias" and tree.children:
+            ident = _expr_id(tree.fields)
+            if ident is not None:
+                self.defs.setdefault(ident, (tree.children[0], where))
+
+    def _delays(self) -> Iterator[tuple[int, int]]:
+        todo: list[Any] = [list(self.nodes)]
+        while todo:
+            item = todo.pop()
+            if isinstance(item, list):
+                todo.extend(item)
+            elif isinstance(item, dict):
+                meta = item.get("metadata")
+                if isinstance(meta, dict) and "spark.watermarkDelayMs" in meta:
+                    ident = _expr_id(item)
+                    delay = meta["spark.watermarkDelayMs"]
+                    if ident is not None and isinstance(delay, int):
+                        yield ident, delay
+                todo.extend(v for v in item.values() if isinstance(v, (list, dict)))
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def render(self, tree: _Expr | None) -> str:
+        """``tree`` as text over the columns the query reads, aliases resolved."""
+        if tree is None:
+            return UNKNOWN
+        budget = [_BUDGET]
+        return self._render(tree, budget, frozenset())
+
+    def _render(self, node: _Expr, budget: list[int], seen: frozenset[int]) -> str:
+        # Depth is bounded by the budget (each node spends one), far below Python's limit.
+        budget[0] -= 1
+        if budget[0] < 0:
+            return "…"
+        cls, f = node.cls, node.fields
+        if cls == "AttributeReference":
+            ident = _expr_id(f)
+            found = self.defs.get(ident) if ident is not None else None
+            if found is not None and ident is not None and ident not in seen:
+                definition, where = found
+                window = self._window(definition, where, budget, seen | {ident})
+                if window is not None:
+                    return window
+                return self._render(definition, budget, seen | {ident})
+            return str(f.get("name", "?"))
+        if cls in _TRANSPARENT and node.children:
+            return self._render(node.children[0], budget, seen)
+        if cls == "Literal":
+            value, kind = f.get("value"), f.get("dataType")
+            if value is None:
+                return "null"
+            return repr(value) if kind == "string" else str(value)
+        if cls == "AggregateExpression" and node.children:
+            inner = self._render(node.children[0], budget, seen)
+            if f.get("isDistinct") and inner.endswith(")") and "(" in inner:
+                head, rest = inner.split("(", 1)
+                inner = f"{head}(DISTINCT {rest}"
+            return inner
+        if cls == "Cast" and node.children:
+            inner = self._render(node.children[0], budget, seen)
+            return f"cast({inner} as {_type(f.get('dataType'))})"
+        parts = [self._render(c, budget, seen) for c in node.children]
+        if cls in _OPERATORS and len(parts) == 2:
+            return f"({parts[0]} {_OPERATORS[cls]} {parts[1]})"
+        if cls == "Not" and len(parts) == 1:
+            return f"NOT {parts[0]}"
+        name = cls[0].lower() + cls[1:] if cls else "?"
+        return f"{name}({', '.join(parts)})"
+
+    def _window(
+        self, definition: _Expr, where: str, budget: list[int], seen: frozenset[int]
+    ) -> str | None:
+        """A time window's definition as ``tumbling window(ts, 5 minutes)``: Spark builds it
+        as a struct of ``start``/``end`` computed from the time column (``TimeWindowing``);
+        sliding windows come out of an Expand, one projection per window a row falls in."""
+        names = set()
+        times: list[str] = []
+        micros: set[int] = set()
+        todo = [definition]
+        count = 0
+        while todo and count < 5 * _BUDGET:
+            node = todo.pop()
+            count += 1
+            if node.cls == "Literal":
+                value = node.fields.get("value")
+                if node.fields.get("dataType") == "string":
+                    names.add(value)
+                elif node.fields.get("dataType") == "long" and isinstance(value, str):
+                    try:
+                        number = int(value)
+                    except ValueError:
+                        continue
+                    if number > 0:
+                        micros.add(number)
+            elif node.cls == "AttributeReference":
+                text = self._render(node, budget, seen)
+                if text not in times:
+                    times.append(text)
+            todo.extend(node.children)
+        if names != {"start", "end"} or definition.cls != "CreateNamedStruct":
+            return None
+        kind = "sliding" if where == "expand" else "tumbling"
+        spans = ", ".join(_duration(m) for m in sorted(micros, reverse=True)) or UNKNOWN
+        return f"{kind} window({', '.join(times) or UNKNOWN}, {spans})"
+
+
+def operator_meaning(
+    nodes: Sequence[Mapping[str, Any]],
+    index: int,
+    extra: Sequence[tuple[str, str]] = (),
+    plan: MeaningPlan | None = None,
+) -> tuple[tuple[str, str], ...]:
+    """The meaning facts of the stateful operator at ``nodes[index]`` (plan JSON, pre-order),
+    followed by ``extra`` (facts another reader knows, e.g. transformWithState variables)."""
+    plan = plan or MeaningPlan(nodes)
+    node = nodes[index]
+    cls = plan.classes[index]
+    facts: list[tuple[str, str]] = []
+    if cls == "StateStoreSaveExec":
+        facts += _keys(plan, node.get("keyExpressions"), "key")
+        facts += _aggregates(
+            plan, index, ("HashAggregateExec", "ObjectHashAggregateExec", "SortAggregateExec")
+        )
+        facts.append(("output mode", _mode(node.get("outputMode"))))
+    elif cls == "SessionWindowStateStoreSaveExec":
+        facts += _keys(plan, node.get("keyWithoutSessionExpressions"), "key")
+        facts.append(("session window", _session(plan, node.get("sessionExpression"))))
+        facts += _aggregates(plan, index, ("MergingSessionsExec",))
+        facts.append(("output mode", _mode(node.get("outputMode"))))
+    elif cls in ("StreamingDeduplicateExec", "StreamingDeduplicateWithinWatermarkExec"):
+        facts += _keys(plan, node.get("keyExpressions"), "key")
+    elif cls == "StreamingSymmetricHashJoinExec":
+        join = node.get("joinType")
+        word = str(join.get("object", "")) if isinstance(join, dict) else ""
+        word = word.rsplit(".", 1)[-1].rstrip("$")
+        facts.append(("join type", _JOINS.get(word, word or UNKNOWN)))
+        facts += _keys(plan, node.get("leftKeys"), "left key")
+        facts += _keys(plan, node.get("rightKeys"), "right key")
+        left, right = _children(plan, index)
+        facts.append(("left input", _inputs(plan, left)))
+        facts.append(("right input", _inputs(plan, right)))
+    elif cls in ("FlatMapGroupsWithStateExec", "FlatMapGroupsInPandasWithStateExec"):
+        facts.append(("function", _function(node.get("functionExpr") or node.get("func"))))
+        facts += _keys(plan, node.get("groupingAttributes"), "key")
+        state = node.get("stateType") or node.get("stateEncoder")
+        facts.append(("state schema", _type(state) if isinstance(state, dict) else UNKNOWN))
+        timeout = node.get("timeoutConf")
+        word = str(timeout.get("object", "")) if isinstance(timeout, dict) else ""
+        facts.append(("timeout", word.rsplit(".", 1)[-1].rstrip("$") or UNKNOWN))
+        facts.append(("output mode", _mode(node.get("outputMode"))))
+    elif cls == "StreamingGlobalLimitExec":
+        limit = node.get("streamLimit")
+        facts.append(("limit", str(limit) if isinstance(limit, int) else UNKNOWN))
+    facts += extra
+    facts += _watermarks(plan, index)
+    return tuple(facts)
+
+
+def _keys(plan: MeaningPlan, flats: Any, label: str) -> list[tuple[str, str]]:
+    out = []
+    for i, flat in enumerate(flats if isinstance(flats, list) else (), 1):
+        tree = _tree(flat)
+        text = plan.render(tree)
+        kind = _type(tree.fields.get("dataType")) if tree is not None else UNKNOWN
+        if " window(" in text:
+            out.append((f"{label} {i}", text))
+        else:
+            out.append((f"{label} {i}", f"{text}: {kind}"))
+    return out
+
+
+def _aggregates(plan: MeaningPlan, index: int, classes: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The aggregate functions below the state store, in the state buffer's order: the first
+    aggregate node under it (Spark's ``StateStoreRestore`` sits between, holding no functions)."""
+    for k in _descendants(plan, index):
+        if plan.classes[k] in classes:
+            out = []
+            node = plan.nodes[k]
+            results = node.get("aggregateAttributes") or ()
+            for i, flat in enumerate(node.get("aggregateExpressions") or (), 1):
+                text = plan.render(_tree(flat))
+                result = _tree(results[i - 1]) if i <= len(results) else None
+                kind = _type(result.fields.get("dataType")) if result is not None else UNKNOWN
+                out.append((f"aggregate {i}", f"{text}: {kind}"))
+            return out
+    return [("aggregate 1", UNKNOWN)]
+
+
+def _session(plan: MeaningPlan, flat: Any) -> str:
+    tree = _tree(flat)
+    if tree is None:
+        return UNKNOWN
+    ident = _expr_id(tree.fields)
+    found = plan.defs.get(ident) if ident is not None else None
+    if found is None:
+        return plan.render(tree)
+    definition = found[0]
+    gaps: list[str] = []
+    times: list[str] = []
+    todo = [definition]
+    while todo:
+        node = todo.pop()
+        if node.cls == "Literal" and node.fields.get("dataType") == "interval":
+            gaps.append(str(node.fields.get("value")))
+        elif node.cls == "AttributeReference":
+            text = plan.render(node)
+            if text not in times:
+                times.append(text)
+        elif (
+            node.cls == "TimestampAddInterval"
+            and len(node.children) == 2
+            and node.children[1].cls != "Literal"  # a dynamic gap: an expression per row
+        ):
+            gaps.append(plan.render(node.children[1]))
+        todo.extend(node.children)
+    if not gaps or not times:
+        return plan.render(definition)
+    return f"session_window({times[0]}, gap {', '.join(sorted(set(gaps)))})"
+
+
+def _function(value: Any) -> str:
+    tree = _tree(value) if isinstance(value, list) else None
+    if tree is None and isinstance(value, str):
+        try:
+            tree = _tree(json.loads(value))
+        except ValueError:
+            tree = None
+    if tree is not None and isinstance(tree.fields.get("name"), str):
+        return str(tree.fields["name"])
+    return UNKNOWN
+
+
+def _mode(value: Any) -> str:
+    word = str(value.get("object", "")) if isinstance(value, dict) else ""
+    word = word.rsplit("$", 2)[-2] if word.count("$") >= 2 else word.rsplit(".", 1)[-1]
+    return _MODES.get(word, UNKNOWN)
+
+
+def _watermarks(plan: MeaningPlan, index: int) -> list[tuple[str, str]]:
+    out = []
+    for k in _descendants(plan, index):
+        if plan.classes[k] == "EventTimeWatermarkExec":
+            flat = plan.nodes[k].get("eventTime")
+            tree = _tree(flat) if isinstance(flat, list) else None
+            if tree is None and isinstance(flat, dict):
+                tree = _Expr(flat)
+            if tree is None:
+                continue
+            ident = _expr_id(tree.fields)
+            delay = plan.watermarks.get(ident) if ident is not None else None
+            # The plan JSON leaves EventTimeWatermarkExec's delay out (a CalendarInterval);
+            # attributes downstream carry it as metadata where Spark put it there.
+            text = str(tree.fields.get("name", UNKNOWN))
+            if delay is not None:
+                text += f", delay {_duration(delay * 1000)}"
+            if ("watermark", text) not in out:
+                out.append(("watermark", text))
+    return out
+
+
+def _inputs(plan: MeaningPlan, index: int | None) -> str:
+    if index is None:
+        return UNKNOWN
+    names = []
+    for k in [index, *_descendants(plan, index)]:
+        if plan.classes[k] in ("StreamingRelationExec", "StreamingDataSourceV2ScanExec"):
+            name = plan.nodes[k].get("sourceName")
+            names.append(_short_source(name) if isinstance(name, str) else plan.classes[k])
+    return ", ".join(names) or UNKNOWN
+
+
+def _short_source(name: str) -> str:
+    """``FileSource[/abs/path/in0]`` as ``FileSource[…/in0]``: a test's inputs usually live in
+    a fresh temporary folder per run, and a snapshot holds no machine paths."""
+    if name.startswith("FileSource[") and name.endswith("]"):
+        folder = name[len("FileSource[") : -1].rstrip("/").rsplit("/", 1)[-1]
+        return f"FileSource[…/{folder}]"
+    return name
+
+
+def _children(plan: MeaningPlan, index: int) -> tuple[int | None, int | None]:
+    """The indexes of a binary node's two children in the pre-order list."""
+    subtree = _subtree_end(plan, index + 1) if index + 1 < len(plan.nodes) else None
+    right = subtree if subtree is not None and subtree < len(plan.nodes) else None
+    return (index + 1 if index + 1 < len(plan.nodes) else None), right
+
+
+def _subtree_end(plan: MeaningPlan, start: int) -> int:
+    """The index just past the subtree rooted at ``start``."""
+    pending = 1
+    k = start
+    while pending and k < len(plan.nodes):
+        pending += int(plan.nodes[k].get("num-children", 0) or 0) - 1
+        k += 1
+    return k
+
+
+def _descendants(plan: MeaningPlan, index: int) -> range:
+    return range(
+        index + 1, _subtree_end(plan, index + 1) if index + 1 < len(plan.nodes) else index + 1
+    )
+
+
+def _duration(micros: int) -> str:
+    for size, unit in _MICROS:
+        if micros % size == 0:
+            n = micros // size
+            return f"{n} {unit}{'' if n == 1 else 's'}"
+    return f"{micros} microseconds"
+
+
+def _type(data_type: Any) -> str:
+    """A Spark data type (its JSON form) in Spark's DDL words: ``bigint``,
+    ``struct<start: timestamp, end: timestamp>``."""
+    if isinstance(data_type, str):
+        return {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}.get(
+            data_type, data_type
+        )
+    if isinstance(data_type, dict):
+        kind = data_type.get("type")
+        if kind == "struct":
+            fields = data_type.get("fields") or ()
+            inner = ", ".join(f"{f.get('name')}: {_type(f.get('type'))}" for f in fields)
+            return f"struct<{inner}>"
+        if kind == "array":
+            return f"array<{_type(data_type.get('elementType'))}>"
+        if kind == "map":
+            return f"map<{_type(data_type.get('keyType'))}, {_type(data_type.get('valueType'))}>"
+    return UNKNOWN
+
+
+# -- comparing two operators' meaning -----------------------------------------------------------
+
+
+class Change(NamedTuple):
+    """A difference in what state/<n> means. ``reinterprets``: Spark restarts and the new
+    query reads the old state as something else (not safe); otherwise worth a warning."""
+
+    kind: str  # key_meaning, aggregate_meaning, window_meaning, join_meaning, state_meaning
+    reinterprets: bool
+    message: str
+
+
+#: Positional facts: ``<family> N``, compared as lists.
+_LISTS = ("key", "aggregate", "left key", "right key")
+_WARN_ONLY = ("output mode", "watermark", "join type", "function", "timeout", "limit")
+_COLUMN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ")
+
+
+def compare_meaning(
+    number: int,
+    operator: str,
+    old: Sequence[tuple[str, str]],
+    new: Sequence[tuple[str, str]],
+    origin: str,
+) -> list[Change]:
+    """What changed in the meaning of ``state/<number>`` from ``old`` facts to ``new`` ones
+    (both from plans: a fingerprint, a snapshot). Facts of transformWithState variables are
+    judged with the operator's properties, not here."""
+    if not new:
+        return []
+    if not old:
+        return [
+            Change(
+                "state_meaning",
+                False,
+                f"state/{number} ({operator}): {origin} records no state meaning (saved before "
+                "pytest-opid recorded it), so grouping keys, aggregates, windows and "
+                "deduplication columns were not compared; record it with "
+                "pytest --snapshot-update",
+            )
+        ]
+    head = f"state/{number} ({operator})"
+    before, after = _families(old), _families(new)
+    out: list[Change] = []
+    for family in _LISTS:
+        was, now = before.get(family, []), after.get(family, [])
+        if not was or not now or len(was) != len(now):
+            continue  # Spark compares the number of fields itself
+        out += _positional(head, operator, family, was, now)
+    for fact in ("session window", "state schema"):
+        was_s, now_s = _single(before, fact), _single(after, fact)
+        if was_s is None or now_s is None or was_s == now_s:
+            continue
+        if UNKNOWN in (was_s, now_s):
+            out.append(_unknown(head, fact))
+        elif fact == "state schema":
+            out += _state_schema(head, was_s, now_s)
+        else:
+            out.append(
+                Change(
+                    "window_meaning",
+                    True,
+                    f"{head}: the session window was {was_s}, is now {now_s}. Spark restarts, "
+                    f"and the results are wrong: sessions closed under {was_s} stay in the "
+                    "state and are merged and emitted by the new rule.",
+                )
+            )
+    left_was, right_was = _single(before, "left input"), _single(before, "right input")
+    left_now, right_now = _single(after, "left input"), _single(after, "right input")
+    if (
+        left_was is not None
+        and left_was != right_was
+        and (left_was, right_was) == (right_now, left_now)
+        and UNKNOWN not in (left_was, right_was)
+    ):
+        out.append(
+            Change(
+                "join_meaning",
+                True,
+                f"{head}: the join's sides are swapped: the left input was {left_was}, it is now "
+                f"the right one. Spark restarts (both sides' buffers keep their schemas by "
+                "position), and the results are wrong: rows buffered for the left input are "
+                "read as the right input's and joined as such.",
+            )
+        )
+    for fact in _WARN_ONLY:
+        was_s, now_s = _single(before, fact), _single(after, fact)
+        if was_s is None or now_s is None or was_s == now_s or UNKNOWN in (was_s, now_s):
+            continue
+        out.append(
+            Change(
+                "state_meaning",
+                False,
+                f"{head}: {fact} was {was_s}, is now {now_s}. Spark restarts on the old state; "
+                f"{_WARN_WHY.get(fact, 'check that the state still means what it did.')}",
+            )
+        )
+    return out
+
+
+_WARN_WHY = {
+    "output mode": "rows already emitted are not emitted again under the new mode.",
+    "watermark": "the checkpoint keeps the old watermark; the new delay applies from now on.",
+    "join type": "rows buffered so far are joined under the new type from now on "
+    "(unmatched rows evicted before the restart are not emitted again).",
+    "function": "the new function reads the state the old one wrote: check that it reads "
+    "every field the same way.",
+    "timeout": "groups' timeouts set before the restart follow the old configuration.",
+    "limit": "rows already counted against the old limit stay counted.",
+}
+
+
+def _families(facts: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for fact, value in facts:
+        family = fact.rsplit(" ", 1)[0] if fact.rsplit(" ", 1)[-1].isdigit() else fact
+        out.setdefault(family, []).append(value)
+    return out
+
+
+def _single(families: Mapping[str, list[str]], fact: str) -> str | None:
+    values = families.get(fact)
+    return values[0] if values else None
+
+
+def _unknown(head: str, what: str) -> Change:
+    return Change(
+        "state_meaning",
+        False,
+        f"{head}: its {what} could not be read on both sides, so it was not compared.",
+    )
+
+
+def _positional(
+    head: str, operator: str, family: str, was: list[str], now: list[str]
+) -> list[Change]:
+    if was == now:
+        return []
+    if UNKNOWN in was or UNKNOWN in now:
+        return [_unknown(head, f"{family}s")]
+    if sorted(was) == sorted(now):
+        moved = [
+            f"{family} {i} was {a}, is now {b}"
+            for i, (a, b) in enumerate(zip(was, now, strict=True), 1)
+            if a != b
+        ]
+        return [
+            Change(
+                _KIND.get(family, "key_meaning"),
+                True,
+                f"{head}: the {family}s are in another order ({'; '.join(moved)}). Spark reads "
+                "state by position and restarts (the types still match), and the results are "
+                f"wrong: {_ORDER_EFFECT.get(family, _ORDER_EFFECT['key'])}",
+            )
+        ]
+    out = []
+    for i, (a, b) in enumerate(zip(was, now, strict=True), 1):
+        if a == b:
+            continue
+        out.append(
+            Change(
+                _KIND.get(family, "key_meaning"),
+                True,
+                f"{head}: {family} {i} was {a}, is now {b}. Spark restarts (the state's types "
+                f"still match), and the results are wrong: {_effect(operator, family, a, b)}",
+            )
+        )
+    return out
+
+
+_KIND = {
+    "key": "key_meaning",
+    "aggregate": "aggregate_meaning",
+    "left key": "join_meaning",
+    "right key": "join_meaning",
+}
+_ORDER_EFFECT = {
+    "key": "each group's values come out under the other key columns (e.g. a country in the "
+    "category column).",
+    "aggregate": "each aggregate's running value is continued as another aggregate's.",
+    "left key": "buffered rows are matched on the other key column.",
+    "right key": "buffered rows are matched on the other key column.",
+}
+
+
+def _effect(operator: str, family: str, was: str, now: str) -> str:
+    if family == "aggregate":
+        return (
+            f"each group's state holds {_bare(was)} so far, which the new query reads as "
+            f"{_bare(now)} and goes on updating: the emitted values mix both."
+        )
+    if family in ("left key", "right key"):
+        return (
+            f"rows buffered under {_bare(was)} are looked up by {_bare(now)}: they match rows "
+            "they should not and miss the ones they should."
+        )
+    if " window(" in was or " window(" in now:
+        return (
+            f"A's windows ({was}) stay in the state and are updated and emitted next to B's "
+            f"({now}): counts are split between both."
+        )
+    if operator.startswith("dedupe"):
+        return (
+            f"the state remembers the {_bare(was)} values seen so far and the new query looks "
+            f"up {_bare(now)} values in it: a row whose {_bare(now)} matches an old "
+            f"{_bare(was)} is dropped, and duplicates by {_bare(now)} seen before the restart "
+            "pass again."
+        )
+    return (
+        f"the groups kept under {_bare(was)} are read as groups of {_bare(now)}, updated and "
+        "emitted next to the new ones."
+    )
+
+
+def _bare(value: str) -> str:
+    """A fact's value without its type (``user: string`` -> ``user``)."""
+    return value.rsplit(": ", 1)[0] if ": " in value else value
+
+
+def _state_schema(head: str, was: str, now: str) -> list[Change]:
+    names_was, names_now = _field_names(was), _field_names(now)
+    if names_was is None or names_now is None or len(names_was) != len(names_now):
+        return []
+    if sorted(names_was) == sorted(names_now) and names_was != names_now:
+        return [
+            Change(
+                "state_meaning",
+                True,
+                f"{head}: the state's fields are in another order (was {was}, is now {now}). "
+                "Spark reads them by position and restarts (the types still match), and the "
+                "results are wrong: each field's old value is read as another field's.",
+            )
+        ]
+    return []
+
+
+def _field_names(ddl: str) -> list[str] | None:
+    if not (ddl.startswith("struct<") and ddl.endswith(">")):
+        return None
+    inner = ddl[len("struct<") : -1]
+    names = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(inner + ","):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            part = inner[start:i].strip()
+            start = i + 1
+            if part:
+                names.append(part.split(":", 1)[0].strip())
+    return names
+
+
+def plain_column(value: str) -> str | None:
+    """The column a ``key N`` fact names when it is a plain column (``user: string``)."""
+    match = _COLUMN.match(value)
+    return match.group(1) if match else None
+
+
+def checkpoint_meaning(
+    number: int,
+    operator: str,
+    stored: Mapping[str, tuple[str | None, str | None]],
+    new_stores: Mapping[str, tuple[str | None, str | None]],
+    new: Sequence[tuple[str, str]],
+) -> list[Change]:
+    """The same judgement against a checkpoint, which records no plan: only the names of the
+    state's key and value fields (``state/<n>/.../_metadata/schema``). A key field of the old
+    name that the new query reads from a column of that name is the same key; one the new query
+    computes under the old name cannot be told apart, which the change says."""
+    head = f"state/{number} ({operator})"
+    old_key, old_value = (_names(s) for s in stored.get("default", (None, None)))
+    new_key, new_value = (_names(s) for s in new_stores.get("default", (None, None)))
+    facts = _families(new)
+    keys = facts.get("key", [])
+    out: list[Change] = []
+    windows = [v for v in keys if " window(" in v] + facts.get("session window", [])
+    plain_keys = [v for v in keys if " window(" not in v]
+    if old_key is not None and new_key is not None:
+        old_names = [n for n in old_key if n not in ("window", "session_window")]
+        new_names = [n for n in new_key if n not in ("window", "session_window")]
+        if len(old_names) == len(new_names) == len(plain_keys):
+            unsure = []
+            changed = []
+            for i, (was, now, value) in enumerate(
+                zip(old_names, new_names, plain_keys, strict=True), 1
+            ):
+                column = plain_column(value)
+                if column == was:
+                    continue  # the same column, perhaps under a new name
+                if was == now:
+                    unsure.append(f"{was} (now {_bare(value)})")
+                elif was in new_names:
+                    changed.append(f"key {i} was {was}, is now {now}")
+                else:
+                    changed.append(f"key {i} was {was}, is now {_bare(value)}")
+            if changed:
+                if sorted(old_names) == sorted(new_names):
+                    effect = _ORDER_EFFECT["key"]
+                else:
+                    was, now = changed[0].split(" was ", 1)[1].split(", is now ", 1)
+                    effect = _effect(operator, "key", was, now)
+                out.append(
+                    Change(
+                        "key_meaning",
+                        True,
+                        f"{head}: the checkpoint's state is keyed by {', '.join(old_names)}; "
+                        f"the new query keys it by {', '.join(map(_bare, plain_keys))} "
+                        f"({'; '.join(changed)}). Spark restarts (the types still match), and "
+                        f"the results are wrong: {effect}",
+                    )
+                )
+            if unsure:
+                out.append(
+                    Change(
+                        "key_meaning",
+                        False,
+                        f"{head}: the new query computes key {', '.join(unsure)} under the "
+                        "name the checkpoint records; the checkpoint keeps names, not "
+                        "expressions, so whether the old query computed it the same way was "
+                        "not checked: judge against the old query's snapshot or fingerprint",
+                    )
+                )
+    aggregates = operator in ("stateStoreSave", "sessionWindowStateStoreSaveExec")
+    if (
+        aggregates
+        and old_value is not None
+        and new_value is not None
+        and len(old_value) == len(new_value)
+        and old_value != new_value
+    ):
+        now_aggregates = ", ".join(map(_bare, facts.get("aggregate", []))) or UNKNOWN
+        diff = [
+            f"buffer field {i} was {a}, is now {b}"
+            for i, (a, b) in enumerate(zip(old_value, new_value, strict=True), 1)
+            if a != b
+        ]
+        out.append(
+            Change(
+                "aggregate_meaning",
+                True,
+                f"{head}: the aggregation buffer's fields changed ({'; '.join(diff)}): the "
+                f"aggregates are now {now_aggregates}. "
+                "Spark restarts (the types still match), and the results are wrong: each "
+                "group's running values are continued by other aggregate functions.",
+            )
+        )
+    if windows:
+        out.append(
+            Change(
+                "window_meaning",
+                False,
+                f"{head}: the checkpoint records the window column but not the window itself "
+                f"(now {', '.join(windows)}): a changed duration, slide or gap was not "
+                "checked; judge against the old query's snapshot or fingerprint",
+            )
+        )
+    return out
+
+
+def _names(schema: str | None) -> list[str] | None:
+    if schema is None:
+        return None
+    try:
+        data = json.loads(schema)
+    except ValueError:
+        return None
+    fields = data.get("fields") if isinstance(data, dict) else None
+    if not isinstance(fields, list):
+        return None
+    return [str(f.get("name")) if isinstance(f, dict) else "?" for f in fields]
