@@ -724,7 +724,16 @@ class _Checker:
                 f"STATE_STORE_{which}_SCHEMA_NOT_COMPATIBLE: Provided {lower} schema does not "
                 f"match existing state {lower} schema"
             )
-        cast = _keep(new.name or "", store, which)
+        keep = f"keep the state's {lower} as it was: {_keep(new.name or '', store, which)}"
+        if (
+            which == "VALUE"
+            and new.name in ("stateStoreSave", "sessionWindowStateStoreSaveExec")
+            and len(_fields(schema)) > len(_fields(stored))
+        ):
+            keep = (
+                "add the new aggregate column in a new query on a new checkpoint location "
+                "(this state has no room for it), and keep this query's aggregates as they were"
+            )
         return (
             f"Spark 4.3 fails the first batch after the restart with {head}, for state/"
             f"{new.number} ({new.name}), {_store_words(store)}. The {part} was "
@@ -732,7 +741,7 @@ class _Checker:
             "it by position: the number of fields and their types must stay, names may change, "
             "a field may become non-nullable but not nullable.\n"
             "Fix:\n"
-            f"  - keep the state's {lower} as it was: {cast}\n"
+            f"  - {keep}\n"
             + _FIX_NEW_CHECKPOINT
             + "\n"
             + _FIX_MIGRATE.format(n=new.number)
