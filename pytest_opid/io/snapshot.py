@@ -199,8 +199,35 @@ def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
     with gc_paused():  # a few objects per operator: the collector's passes would cost more
         fast = _fast_loads(text, version)
     if fast is not None:
+        _check_whole(lines, version, origin, text)
         return fast
     return _precise_loads(lines, version, origin)
+
+
+#: The sections every snapshot of a format has, even one of no operators: dumps() always writes
+#: them, so a file without one was cut short (or mangled), not written so.
+_REQUIRED = {1: (_OPERATORS, _VERTICES), 2: (_JOB, _OPERATORS, _VERTICES)}
+
+
+def _check_whole(lines: list[str], version: int, origin: str, text: str = "") -> None:
+    """A snapshot cut short (a crash of another tool, a bad merge, a truncated copy) must not
+    read as a job of fewer operators, or of none: every change would pass against it.
+
+    A cut inside a table leaves the sections after it missing ([job vertices] comes after the
+    operators), or a row cut mid-cell, which the readers reject; a cut at a line end of the last
+    table leaves an operator naming a job vertex no row lists, which :func:`_assemble` rejects.
+    Each section title is found by one substring search (the usual case), else line by line.
+    Checked once the rows have been read (a malformed row keeps its own message), before the
+    tables are matched to each other (an operator naming a job vertex of a missing section)."""
+    for title in _REQUIRED[version]:
+        if f"\n{title}\n" in text or f"\n{title}\r\n" in text:
+            continue
+        if any(line.strip() == title for line in lines):
+            continue
+        raise DocumentError(
+            f"{origin}: snapshot file is damaged: it has no {title} section (cut short after "
+            f"line {len(lines) - (lines[-1] == '')}?)"
+        )
 
 
 def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
@@ -312,6 +339,7 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
             )
             for s in states
         ]
+    _check_whole(lines, version, origin)
     fp = _assemble(ops, vertices, states, origin)
     operators = fp.operators
     job_vertices = fp.job_vertices

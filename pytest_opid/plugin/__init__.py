@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pytest_opid.comparison import Check
     from pytest_opid.result import Fingerprint, RestoreCheck
 
@@ -71,9 +73,12 @@ class _Session:
     html: str | None = None  # --opid-html PATH
     # --opid-html: [title, saved fingerprint, failure text or None, saved old fingerprint or None]
     pictures: list[list[Any]] = field(default_factory=list)
+    # --snapshot-update kept the unused snapshots, and why (see _hold_cleanup)
+    kept_unused: str | None = None
 
 
 _SESSION = pytest.StashKey[_Session]()
+_DESELECTED = pytest.StashKey[int]()
 _RECORDER = pytest.StashKey["Recorder"]()
 
 
@@ -623,7 +628,16 @@ def _safe(text: str) -> str:
 # -- the report ---------------------------------------------------------------------------------
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
+    # A wrapper: its first half runs before syrupy's own sessionfinish, which deletes.
+    _hold_cleanup(session, exitstatus)
+    result = yield
+    _finish(session)
+    return result
+
+
+def _finish(session: pytest.Session) -> None:
     config = session.config
     state = config.stash.get(_SESSION, None)
     if state is None:
@@ -640,6 +654,67 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if state.html is not None:
         _write_html(state)
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """``-k``, ``-m`` or another plugin dropped tests: syrupy counts only what is left as
+    collected, so their snapshots would look unused (see :func:`_hold_cleanup`)."""
+    if items:
+        config = items[0].config
+        config.stash[_DESELECTED] = config.stash.get(_DESELECTED, 0) + len(items)
+
+
+def _hold_cleanup(session: pytest.Session, exitstatus: int) -> None:
+    """Under ``--snapshot-update``, keep every unused snapshot unless the session ran every
+    collected test to its end.
+
+    syrupy deletes the snapshots of every collected test that asserted none, and a test that
+    never ran asserted none: ``-x`` or ``--maxfail`` stopping after a first failure, an
+    interrupt, or a deselection (``-k``, ``-m``; syrupy learns the items after it) would delete
+    the baselines of every test not run. syrupy's ``--snapshot-no-cleanup`` is then set for
+    this session, before syrupy's own ``pytest_sessionfinish`` reads it; its summary lists the
+    snapshots as unused instead of deleted, and ours says why (:func:`pytest_terminal_summary`).
+    On a pytest-xdist worker nothing is deleted anyway; the controller decides from what the
+    workers report.
+    """
+    config = session.config
+    option = config.option
+    syrupy = getattr(config, "_syrupy", None)
+    if (
+        syrupy is None
+        or not getattr(option, "update_snapshots", False)
+        or getattr(option, "no_cleanup", True)
+        or hasattr(config, "workerinput")
+    ):
+        return
+    reason = _unfinished(session, exitstatus, syrupy)
+    if reason is not None:
+        option.no_cleanup = True
+        state = config.stash.get(_SESSION, None)
+        if state is not None:
+            state.kept_unused = reason
+
+
+def _unfinished(session: pytest.Session, exitstatus: int, syrupy: Any) -> str | None:
+    """Why this session did not run every collected test to its end, or ``None``."""
+    if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+        return "the session was interrupted"
+    deselected = session.config.stash.get(_DESELECTED, 0)
+    if deselected:
+        return f"{deselected} collected test{'s were' if deselected != 1 else ' was'} deselected"
+    # Every selected test has a status once it ran (syrupy's ItemStatus.NOT_RUN is False);
+    # under pytest-xdist the controller's statuses are its workers' reports, merged.
+    status: dict[str, Any] = dict(getattr(syrupy, "_selected_items", {}))
+    for report in getattr(syrupy, "_worker_reports", ()):
+        for nodeid, value in report.get("selected", {}).items():
+            status[nodeid] = status.get(nodeid) or value
+    not_run = sum(1 for value in status.values() if not getattr(value, "value", value))
+    if not_run:
+        why = " (-x or --maxfail stopped the session)" if session.shouldfail else ""
+        return f"{not_run} test{'s' if not_run != 1 else ''} did not run{why}"
+    if session.shouldstop or session.shouldfail:
+        return "the session stopped early"
+    return None
 
 
 def _write_html(state: _Session) -> None:
@@ -691,6 +766,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(_SESSION, None)
     if state is None or hasattr(config, "workerinput"):
         return
+    if state.kept_unused is not None:
+        terminalreporter.write_line(
+            f"pytest-opid: --snapshot-update deleted no unused snapshot, because "
+            f"{state.kept_unused}: a snapshot of a test that did not run is not unused. "
+            "Run every test to its end to delete the snapshots no test uses any more."
+        )
     if state.conflicts:
         terminalreporter.write_sep("=", "pytest-opid: tests sharing a snapshot file", red=True)
         for line in state.conflicts:

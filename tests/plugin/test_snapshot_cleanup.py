@@ -1,0 +1,187 @@
+"""Issue 21, items 2 and 3: a snapshot survives a session that did not run its test, and a cut
+snapshot is an error, never an empty baseline.
+
+syrupy deletes, under ``--snapshot-update``, the snapshots of every collected test that asserted
+none; ``-x``, ``--maxfail``, an interrupt or a deselection leaves tests that never ran, whose
+snapshots must stay byte for byte. A snapshot cut short (a crash of another tool, a bad merge)
+used to read as a topology of no operators, against which every change passed with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.io.snapshot import dumps, loads
+from pytest_opid.plugin.extension import TopologySnapshotExtension
+from pytest_opid.result import Fingerprint
+
+# Eight marked tests, one job each; the first fails when fail.txt says so.
+MODULE = """
+import json
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def job(n):
+    nodes = [{"id": 1, "name": f"Source {n}", "parallelism": 2, "source": "new"},
+             {"id": 2, "name": "Sink", "parallelism": 2}]
+    return {"nodes": nodes, "edges": [{"source": 1, "target": 2, "partitioner": "HASH"}]}
+
+
+@pytest.mark.stable_topology
+def test_0_first(opid):
+    assert (HERE / "fail.txt").read_text() != "yes", "the first test fails"
+    opid.record(job(0))
+
+""" + "".join(
+    f"""
+@pytest.mark.stable_topology
+def test_{i}_job(opid):
+    opid.record(job({i}))
+"""
+    for i in range(1, 8)
+)
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+
+
+def snapshots(pytester: pytest.Pytester) -> dict[str, bytes]:
+    root = pytester.path / "__snapshots__"
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.opid")}
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> dict[str, bytes]:
+    """The eight tests with their eight snapshots written, the first test set to fail."""
+    pytester.makepyfile(test_jobs=MODULE)
+    (pytester.path / "fail.txt").write_text("no")
+    run(pytester, "--snapshot-update").assert_outcomes(passed=8)
+    written = snapshots(pytester)
+    assert len(written) == 8
+    (pytester.path / "fail.txt").write_text("yes")
+    return written
+
+
+@pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
+def test_a_session_stopped_by_the_first_failure_deletes_no_snapshot(
+    pytester: pytest.Pytester, suite: dict[str, bytes], stop: list[str]
+) -> None:
+    result = run(pytester, "--snapshot-update", *stop)
+    result.assert_outcomes(failed=1)
+    assert snapshots(pytester) == suite  # syrupy alone deletes 7 of the 8
+    out = result.stdout.str()
+    assert "deleted no unused snapshot, because 7 tests did not run" in out
+    assert "deleted." not in out
+
+
+def test_a_deselection_deletes_no_snapshot(
+    pytester: pytest.Pytester, suite: dict[str, bytes]
+) -> None:
+    result = run(pytester, "--snapshot-update", "-k", "test_3 or test_4")
+    result.assert_outcomes(passed=2)
+    assert snapshots(pytester) == suite
+    assert "6 collected tests were deselected" in result.stdout.str()
+
+
+def test_a_whole_session_still_deletes_what_no_test_uses(
+    pytester: pytest.Pytester, suite: dict[str, bytes]
+) -> None:
+    """The guard only holds cleanup back: after a run of every test, an unused snapshot (here a
+    test removed from the module) is deleted as before, and the others are kept."""
+    (pytester.path / "fail.txt").write_text("no")
+    pytester.makepyfile(test_jobs=MODULE.split("\n@pytest.mark.stable_topology\ndef test_7")[0])
+    result = run(pytester, "--snapshot-update")
+    result.assert_outcomes(passed=7)
+    left = snapshots(pytester)
+    assert sorted(left) == sorted(name for name in suite if "test_7" not in name)
+    assert "deleted no unused snapshot" not in result.stdout.str()
+
+
+def test_a_failing_first_test_without_x_keeps_every_snapshot(
+    pytester: pytest.Pytester, suite: dict[str, bytes]
+) -> None:
+    result = run(pytester, "--snapshot-update")
+    result.assert_outcomes(failed=1, passed=7)
+    assert snapshots(pytester) == suite
+
+
+# -- 3. a cut snapshot is damaged, not empty ----------------------------------------------------
+
+
+def example_snapshot() -> str:
+    """A Flink snapshot with every table a Flink job has ([operator details] included)."""
+    document = {
+        "nodes": [
+            {"id": 1, "name": "Source: orders", "parallelism": 2, "source": "new", "uid": "src"},
+            {"id": 2, "name": "Parse", "parallelism": 2},
+            {"id": 3, "name": "Window", "parallelism": 4, "max_parallelism": 128, "state": True},
+            {"id": 4, "name": "Sink", "parallelism": 4},
+        ],
+        "edges": [
+            {"source": 1, "target": 2},
+            {"source": 2, "target": 3, "partitioner": "HASH"},
+            {"source": 3, "target": 4},
+        ],
+    }
+    return TopologySnapshotExtension().serialize(document)
+
+
+def test_every_cut_of_a_snapshot_is_an_error_or_the_whole_snapshot() -> None:
+    text = example_snapshot()
+    assert "[operator details]" in text and text.count("\nv") == 6
+    whole = loads(text)
+    for end in range(len(text)):
+        try:
+            read = loads(text[:end])
+        except DocumentError:
+            continue
+        # Only the final newline may go: the text is the same snapshot without it.
+        assert read == whole, f"cut at byte {end} of {len(text)} read as another job"
+        assert end == len(text) - 1
+
+
+@pytest.mark.parametrize("keep_lines", [1, 2, 8, 12])
+def test_a_cut_snapshot_says_it_is_damaged(keep_lines: int) -> None:
+    cut = "\n".join(example_snapshot().split("\n")[:keep_lines]) + "\n"
+    with pytest.raises(DocumentError, match=r"^x\.opid: snapshot file is damaged: it has no \["):
+        loads(cut, origin="x.opid")
+
+
+def test_an_empty_job_is_still_read() -> None:
+    """Not every small snapshot is damaged: a job of no operators has all its sections."""
+    empty = dumps(Fingerprint((), (), None, "flink", "streaming", None))
+    assert loads(empty).operators == ()
+    assert dumps(loads(empty)) == empty
+
+
+def test_a_test_fails_against_a_cut_snapshot_and_update_replaces_it(
+    pytester: pytest.Pytester, suite: dict[str, bytes]
+) -> None:
+    (pytester.path / "fail.txt").write_text("no")
+    path = pytester.path / "__snapshots__" / "test_jobs" / "test_3_job.opid"
+    path.write_bytes(path.read_bytes().split(b"\n")[0] + b"\n")  # cut to its first line
+    # The job changes in a way that fails against the whole file (a new source id breaks IDs).
+    module = pytester.path / "test_jobs.py"
+    module.write_text(module.read_text().replace('f"Source {n}"', 'f"Source {n}", "uid": "s"'))
+    result = run(pytester, "-k", "test_3")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "test_3_job.opid: snapshot file is damaged: it has no [job] section" in out
+    assert "to replace it, run pytest --snapshot-update" in out
+    run(pytester, "--snapshot-update", "-k", "test_3").assert_outcomes(passed=1)
+    assert json.dumps(loads(path.read_text()).to_dict()).count('"uid": "s"') == 1
+    assert snapshots(pytester).keys() == suite.keys()
