@@ -102,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
         help="what must stay stable, as in @pytest.mark.stable_topology(check=...): ids (the "
         "state restores into the same operators; default), chains, or both",
     )
+    diff.add_argument(
+        "--allow-reinterpreted-state",
+        action="store_true",
+        help="Spark: pass a change Spark restarts on although a stateful operator would read "
+        "its state under another meaning (still reported)",
+    )
     _common_options(diff)
     diff.add_argument(
         "--render",
@@ -144,7 +150,9 @@ def _parser() -> argparse.ArgumentParser:
         help="would PROGRAM start from PREVIOUS's state? (as Flink or Spark decides)",
         description="Check a new program against previous state: a Flink savepoint or "
         "checkpoint (directory or _metadata), a Spark checkpoint directory, a saved fingerprint "
-        "or an .opid snapshot. Exit 0 when restorable, 1 when not, 2 on bad input.",
+        "or an .opid snapshot. Exit 0 when restorable and safe, 1 when not restorable or "
+        "not safe (Spark restarts, but a stateful operator reads its state as something "
+        "else), 2 on bad input.",
     )
     restore.add_argument("previous", metavar="PREVIOUS", help="the previous state (a path)")
     restore.add_argument("program", metavar="PROGRAM", help="the new program (a file, or -)")
@@ -152,6 +160,12 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-non-restored-state",
         action="store_true",
         help="Flink: accept state that maps to no operator (it is dropped)",
+    )
+    restore.add_argument(
+        "--allow-reinterpreted-state",
+        action="store_true",
+        help="exit 0 when the engine restores, even where a stateful operator would read its "
+        "state under another meaning (the results would be wrong)",
     )
     restore.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -266,7 +280,9 @@ def diff_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid diff OLD NEW``: the exit status (by the plugin's verdict) and the output."""
     old = load_input(args.old, args.format)
     new = load_input(args.new, args.format)
-    comparison = compare(old, new)
+    comparison = compare(
+        old, new, allow_reinterpreted_state=getattr(args, "allow_reinterpreted_state", False)
+    )
     check = Check.parse(getattr(args, "check", Check.IDS.value))
     code = EXIT_FAILED if comparison.breaks(check) else EXIT_OK
     if getattr(args, "render", None):
@@ -306,12 +322,14 @@ def _save(path: str, text: str) -> None:
 
 
 def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
-    """``opid check-restore PREVIOUS PROGRAM``: exit 0 when restorable, 1 when not."""
+    """``opid check-restore PREVIOUS PROGRAM``: exit 0 when restorable and safe (or, with
+    ``--allow-reinterpreted-state``, restorable), 1 when not."""
     program = load_input(args.program)
     result = check_restore(
         args.previous, program, allow_non_restored_state=args.allow_non_restored_state
     )
-    code = EXIT_OK if result.restorable else EXIT_FAILED
+    accepted = result.safe or (result.restorable and args.allow_reinterpreted_state)
+    code = EXIT_OK if accepted else EXIT_FAILED
     if args.json:
         return code, json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
     return code, render_restore(result) + "\n"

@@ -13,7 +13,7 @@ import enum
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import compress, count, repeat
 from operator import itemgetter, le, ne, not_
@@ -110,6 +110,9 @@ class Comparison:
     #: named operator that took over its ID, while ``own`` (same name as ``old``, new ID) starts
     #: empty. Typical after inserting an operator in front of another: the wrong state restores.
     misplaced: tuple[tuple[OperatorFingerprint, OperatorFingerprint, OperatorFingerprint], ...] = ()
+    #: accept restores the engine allows whose state the new job reads under another meaning
+    #: (``RestoreCheck.reinterpreted``): the marker's ``allow_reinterpreted_state=True``
+    allow_reinterpreted_state: bool = False
 
     @property
     def engine(self) -> str:
@@ -208,11 +211,21 @@ def _state(s: StateOperator | None) -> dict[str, Any] | None:
 # -- comparing ----------------------------------------------------------------------------------
 
 
-def compare(old: Fingerprint, new: Fingerprint) -> Comparison:
+def compare(
+    old: Fingerprint, new: Fingerprint, *, allow_reinterpreted_state: bool = False
+) -> Comparison:
     """Pair ``new`` with ``old`` by state ID, then explain the rest by uid and name.
 
     Fingerprints of two different engines (or modes) do not describe one job: that is a
-    :class:`DocumentError`."""
+    :class:`DocumentError`. ``allow_reinterpreted_state`` accepts restores the engine allows
+    whose state the new job reads under another meaning."""
+    found = _compare(old, new)
+    if allow_reinterpreted_state:
+        return replace(found, allow_reinterpreted_state=True)
+    return found
+
+
+def _compare(old: Fingerprint, new: Fingerprint) -> Comparison:
     if old.engine and new.engine and (old.engine, old.mode) != (new.engine, new.mode):
         raise DocumentError(
             f"cannot compare a {old.engine} {old.mode} fingerprint with a {new.engine} "

@@ -75,6 +75,7 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
     check: Check | None = None
     exact: bool = False
     keep: bool = False
+    allow_reinterpreted_state: bool = False
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Anything :func:`pytest_opid.fingerprint` accepts, as snapshot text."""
@@ -93,9 +94,11 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
             return False
         try:
             new = loads(str(serialized_data))
-            return not compare(loads(str(snapshot_data)), new).breaks(
-                self.check or Check.default_for(new)
-            )
+            return not compare(
+                loads(str(snapshot_data)),
+                new,
+                allow_reinterpreted_state=self.allow_reinterpreted_state,
+            ).breaks(self.check or Check.default_for(new))
         except DocumentError:
             return False  # an unreadable snapshot never matches; the plugin explains why
 
@@ -111,7 +114,8 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
             return
         new = loads(str(serialized_data))
         check = self.check or Check.default_for(new)
-        yield from render(compare(old, new), check).splitlines()
+        comparison = compare(old, new, allow_reinterpreted_state=self.allow_reinterpreted_state)
+        yield from render(comparison, check).splitlines()
 
     # -- files --------------------------------------------------------------------------------
 

@@ -13,9 +13,18 @@ __all__ = ["render_restore"]
 
 
 def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
-    """The verdict line, then problems and warnings (at most ``limit`` of each, with a count of
-    the rest: the full lists are in ``to_dict()`` / ``--json``)."""
-    if check.restorable:
+    """The verdict line, then problems, reinterpreted state and warnings (at most ``limit`` of
+    each, with a count of the rest: the full lists are in ``to_dict()`` / ``--json``)."""
+    if check.restorable and check.reinterpreted:
+        operators = {(r.state_id, r.operator_id) for r in check.reinterpreted}
+        reads = plural(len(operators), "stateful operator reads", "stateful operators read")
+        head = (
+            f"Restorable, but not safe: {reads} the previous state under another meaning, "
+            "and the results would be wrong"
+        )
+        if check.warnings:
+            head += f"; {plural(len(check.warnings), 'warning')}"
+    elif check.restorable:
         head = "Restorable: the new job starts from the previous state"
         if check.warnings:
             head += f", with {plural(len(check.warnings), 'warning')}"
@@ -24,7 +33,12 @@ def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
         if check.warnings:
             head += f" and {plural(len(check.warnings), 'warning')}"
     lines = [head + "."]
-    for title, items in (("Problems", check.problems), ("Warnings", check.warnings)):
+    sections = (
+        ("Problems", check.problems),
+        ("Reinterpreted state (the restart succeeds, the results are wrong)", check.reinterpreted),
+        ("Warnings", check.warnings),
+    )
+    for title, items in sections:
         if not items:
             continue
         lines += ["", f"{title}:"]

@@ -47,6 +47,7 @@ def plan_graph(obj: Any) -> SparkPlanGraph:
         streaming=reading.streaming,
         state=reading.state,
         sources=reading.sources,
+        output_mode_known=reading.output_mode_known,
     )
 
 

@@ -38,6 +38,9 @@ class PlanReading(NamedTuple):
     streaming: bool
     state: tuple[StateReading, ...] | None = None
     sources: tuple[str, ...] | None = None
+    #: a StreamingQuery's plan: its output mode is the query's; a streaming DataFrame's is
+    #: planned as append, but the mode is chosen later, at writeStream
+    output_mode_known: bool = False
 
 
 # -- reading plans from PySpark (the only code that touches the JVM) -------------------------
@@ -66,7 +69,7 @@ def read_plan(obj: Any) -> PlanReading:
         session = _stream_session(execution)
         analyzed = execution.analyzedPlan()
         plan = jvm.incremental_plan(session, analyzed, execution.outputMode())
-        return jvm.streaming_reading(plan, analyzed, session)
+        return jvm.streaming_reading(plan, analyzed, session)._replace(output_mode_known=True)
     if not isinstance(obj, DataFrame):
         hint = ""
         if module.startswith("pandas"):

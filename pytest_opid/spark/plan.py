@@ -64,6 +64,7 @@ from pytest_opid.flink.chaining import Chain
 from pytest_opid.flink.hasher import operator_ids
 from pytest_opid.model import Edge, Operator, Partitioner, Topology
 from pytest_opid.result import (
+    UNKNOWN,
     ChainedOperator,
     Fingerprint,
     JobVertex,
@@ -339,6 +340,7 @@ def graph_from_plan(
     streaming: bool = False,
     state: Sequence[Any] | None = None,
     sources: Sequence[str] | None = None,
+    output_mode_known: bool = True,
 ) -> SparkPlanGraph:
     """Convert Spark's plan JSON (``SparkPlan.toJSON()``, a pre-order list of nodes) into a
     :class:`SparkPlanGraph`.
@@ -348,6 +350,8 @@ def graph_from_plan(
     the stateful operators. ``state`` (read from the JVM, one entry per stateful operator in
     Spark's numbering, each with ``operator_name`` and ``stores``) and ``sources`` (the offset
     log's sources) complete a streaming plan with what a restart is checked against.
+    ``output_mode_known`` is false for a streaming DataFrame not started yet: its plan is made
+    in append mode, but the query's mode is chosen at ``writeStream``.
     """
     if isinstance(plan, str):
         try:
@@ -355,7 +359,7 @@ def graph_from_plan(
         except json.JSONDecodeError as exc:
             raise DocumentError(f"the Spark plan is not valid JSON: {exc.msg}") from None
     nodes = _check_plan(plan, "the Spark plan")
-    builder = _Builder(leaves or ())
+    builder = _Builder(leaves or (), output_mode_known)
     builder.convert(nodes, main=True)
     topology = Topology(builder.operators, builder.edges())
     states = None
@@ -436,7 +440,8 @@ class _Port:
 class _Builder:
     """Walks plan lists in post-order and collects operators and edges."""
 
-    def __init__(self, leaves: Sequence[str | None]) -> None:
+    def __init__(self, leaves: Sequence[str | None], output_mode_known: bool = True) -> None:
+        self.output_mode_known = output_mode_known
         self.leaves = leaves
         self.operators: list[Operator] = []
         self._edges: list[tuple[_Port, int, int]] = []  # (input port, target id, type number)
@@ -504,6 +509,8 @@ class _Builder:
                 if i in state_order:
                     kind = STATEFUL_OPERATORS[cls]
                     facts = operator_meaning(nodes, i, plan=meaning_plan)
+                    if not self.output_mode_known:
+                        facts = tuple((f, UNKNOWN if f == "output mode" else v) for f, v in facts)
                     stateful.append((state_order[i], op, kind, _key_types(node), facts))
         stateful.sort()
         self.stateful.extend(entry[1:] for entry in stateful)

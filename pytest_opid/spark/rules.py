@@ -11,10 +11,12 @@ savepoints.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from dataclasses import replace
 
 from pytest_opid.comparison import Check, Comparison
-from pytest_opid.result import Fingerprint, RestoreCheck, StateOperator
+from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.restore import check_fingerprint, short_source
 from pytest_opid.text import plural, quote
 
@@ -22,6 +24,17 @@ __all__ = ["ROWS", "SparkRules"]
 
 #: Rows listed per section of an explanation; ``opid diff --json`` has them all.
 ROWS = 20
+#: Columns the fixes are wrapped to.
+_WIDTH = 96
+_OPERATOR_ID = re.compile(r'"operatorId", [0-9]+\)')
+#: A restore problem's kind (spark.restore), as the headline names it.
+_KIND_WORDS = {
+    "key_schema": "the key schema of state/{n}",
+    "value_schema": "the value schema of state/{n}",
+    "state_config": "the state settings of state/{n}",
+    "state_operators": "the stateful operators",
+    "sources": "the sources",
+}
 
 
 class SparkRules:
@@ -62,7 +75,7 @@ class SparkRules:
         stages = _stages_changed(c)
         if c.mode == "batch":
             return stages  # no state: only the stages can be held stable
-        state = self.loses_state(c)
+        state = self.loses_state(c) or _reinterprets(c)
         if check is Check.IDS:
             return state
         if check is Check.CHAINS:
@@ -89,6 +102,16 @@ class SparkRules:
             if len(c.state_operator_changes) > ROWS:
                 more = len(c.state_operator_changes) - ROWS
                 out.append(f"  ... and {more} more (opid diff --json lists them all)")
+        if _reinterprets(c) or (c.allow_reinterpreted_state and c.restore.reinterpreted):
+            accepted = ""
+            if c.allow_reinterpreted_state:
+                accepted = " (accepted: allow_reinterpreted_state)"
+            out += ["", f"Spark restarts, but the results are wrong{accepted}:"]
+            for item in c.restore.reinterpreted[:ROWS]:
+                lines = item.message.split("\n")
+                fix = lines.index("Fix:") if "Fix:" in lines else len(lines)
+                out.append(f"  - {lines[0]}")
+                out += [f"    {line}" for line in lines[1:fix]]
         if c.mode == "streaming" and (c.restore.problems or c.restore.warnings):
             out += ["", "Restarting the changed query on the old checkpoint:"]
             for item in [*c.restore.problems, *c.restore.warnings][:ROWS]:
@@ -105,6 +128,10 @@ class SparkRules:
         if broken:
             out += ["", *_fixes(c, check, accept, self.loses_state(c))]
         return "\n".join(out)
+
+    def reinterprets(self, c: Comparison) -> bool:
+        """Spark restarts, but some stateful operator reads its state as something else."""
+        return _reinterprets(c)
 
     def check_restore(
         self,
@@ -130,8 +157,12 @@ class SparkRules:
         )
 
 
+#: What each check holds stable in a streaming query, in Spark's terms (a batch query: stages).
+_HELD = {Check.IDS: "state", Check.CHAINS: "stages", Check.BOTH: "state and stages"}
+
+
 def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
-    held = f"[check={check.value}]"
+    held = f"[checked: {'stages' if c.mode == 'batch' else _HELD[check]}]"
     problems = []
     if loses:
         lost = sum(1 for s in c.state_operator_changes if s.loses_state)
@@ -141,16 +172,28 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
                 "read by another operator or by none"
             )
         else:
-            kinds = sorted({p.kind.replace("_", " ") for p in c.restore.problems})
+            kinds = list(dict.fromkeys(_problem_words(p) for p in c.restore.problems))
             problems.append(
                 f"Spark would refuse to restart on the old checkpoint ({', '.join(kinds)})"
             )
+    if _reinterprets(c):
+        n = len({r.state_id for r in c.restore.reinterpreted})
+        dirs = plural(n, "state directory", "state directories")
+        problems.append(
+            f"Spark would restart on the old checkpoint, but {dirs} would be read as "
+            "something else: the results would be wrong"
+        )
     if c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):
         problems.append(f"{len(c.old.job_vertices)} stages became {len(c.new.job_vertices)}")
     if broken:
-        title = "Stages changed" if c.mode == "batch" else "Topology not stable"
+        if c.mode == "batch" or check is Check.CHAINS or not (loses or _reinterprets(c)):
+            title = "Stages changed"
+        elif loses:
+            title = "Not restartable from the old checkpoint"
+        else:
+            title = "Not safe to restart from the old checkpoint"
         return f"{title} {held}: " + "; ".join(problems) + "."
     moved = len(c.changed) + len(c.added)
     if c.mode == "batch":
@@ -159,7 +202,14 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
                 f"Stages unchanged {held}: {plural(moved, 'operator')} with a new ID, no stage "
                 "split or merged (a batch job keeps no state between runs)."
             )
-        return f"Stages unchanged {held}: every operator keeps its ID."
+        return (
+            f"Stages unchanged {held}: the same stages (a batch job keeps no state between runs)."
+        )
+    title = {
+        Check.IDS: "Restartable from the old checkpoint",
+        Check.CHAINS: "Stages unchanged",
+        Check.BOTH: "Restartable from the old checkpoint, stages unchanged",
+    }[check]
     notes = problems
     if moved:
         notes = [
@@ -168,8 +218,20 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
             *notes,
         ]
     if notes:
-        return f"No state lost {held}; not held stable: " + "; ".join(notes) + "."
-    return f"No state lost {held}: every operator keeps its ID."
+        return f"{title} {held}; not held stable: " + "; ".join(notes) + "."
+    if check is Check.CHAINS:
+        return f"{title} {held}: no stage split or merged."
+    if not c.new.state_operators:
+        return f"{title} {held}: the query keeps no state."
+    return f"{title} {held}: every stateful operator finds its state/<n> again."
+
+
+def _reinterprets(c: Comparison) -> bool:
+    """A streaming restart Spark accepts whose state some operator reads under another meaning
+    (``RestoreCheck.reinterpreted``), unless the test accepts it knowingly."""
+    if c.mode != "streaming" or c.allow_reinterpreted_state or not c.restore.restorable:
+        return False
+    return bool(c.restore.reinterpreted)
 
 
 def _stages_changed(c: Comparison) -> bool:
@@ -183,13 +245,17 @@ def _stateful(s: StateOperator) -> str:
 
 def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list[str]:
     out = ["How to fix:"]
+    if _reinterprets(c) and not loses:
+        first = c.restore.reinterpreted[0].message.split("\n")
+        if "Fix:" in first:
+            return (
+                out
+                + first[first.index("Fix:") + 1 :]
+                + ([f"  - or, if the change is intended, accept it: {accept}"] if accept else [])
+            )
     if loses:
-        out += [
-            "  - keep the stateful operators (aggregations, deduplication, joins, windows) in",
-            "    the same order in the query, so that each finds its state/<n> again",
-            "  - or run the changed query on a new checkpoint location (its state starts empty)",
-            '  - or carry the state over: read it with spark.read.format("statestore") from the',
-            "    old checkpoint and write it into the new query's state",
+        out += _restart_fixes(c) or [
+            "  - run the changed query on a new checkpoint location (its state starts empty)",
         ]
     if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch"):
         out += [
@@ -199,3 +265,54 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
     if accept:
         out.append(f"  - or, if the change is intended, accept it: {accept}")
     return out
+
+
+def _restart_fixes(c: Comparison) -> list[str]:
+    """The fixes of the problems Spark would stop at, chosen by each problem's kind in
+    :mod:`pytest_opid.spark.restore` (its message's lines after ``Fix:``): what to keep as it
+    was first, then the alternatives, then what not to do, each once, wrapped for a CI log."""
+    first: list[str] = []
+    alternatives: list[str] = []
+    warnings: list[str] = []
+    for problem in c.restore.problems:
+        lines = problem.message.split("\n")
+        if "Fix:" not in lines:
+            continue
+        for line in lines[lines.index("Fix:") + 1 :]:
+            bullet = line.strip().removeprefix("- ").strip()
+            if not bullet:
+                continue
+            group = (
+                alternatives
+                if bullet.startswith("or ")
+                else warnings
+                if bullet.startswith("do not ")
+                else first
+            )
+            # "migrate state/0", "migrate state/1": one bullet, for state/<n>
+            general = _OPERATOR_ID.sub('"operatorId", <n>)', bullet)
+            if general in group:
+                continue
+            twin = [b for b in group if _OPERATOR_ID.sub('"operatorId", <n>)', b) == general]
+            if twin and twin[0] != bullet:
+                group[group.index(twin[0])] = general
+            elif not twin:
+                group.append(bullet)
+    if not first and alternatives:
+        alternatives[0] = alternatives[0].removeprefix("or ")
+    out = []
+    for bullet in [*first, *alternatives, *warnings]:
+        out += textwrap.wrap(
+            bullet,
+            _WIDTH,
+            initial_indent="  - ",
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return out
+
+
+def _problem_words(problem: RestoreProblem) -> str:
+    words = _KIND_WORDS.get(problem.kind, problem.kind.replace("_", " "))
+    return words.format(n="<n>" if problem.state_id is None else problem.state_id)
