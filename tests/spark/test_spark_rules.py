@@ -28,7 +28,8 @@ def test_a_batch_filter_added_is_judged_by_stages(spark, tables):
     assert not comparison.loses_state
     assert not comparison.breaks("both") and not comparison.breaks("ids")
     text = pytest_opid.explain(comparison, "both")
-    assert text.startswith("Stages unchanged [check=both]")
+    moved = len(comparison.changed) + len(comparison.added)
+    assert text.startswith(f"Stages unchanged [checked: stages]: {moved} operator")
     assert "batch job keeps no state" in text
     assert not any(word in text for word in FLINK_WORDS)
 
@@ -41,7 +42,7 @@ def test_a_batch_stage_change_fails_with_a_stage_message(spark, tables):
     for check in ("ids", "chains", "both"):
         assert comparison.breaks(check)
     text = pytest_opid.explain(comparison, "ids")
-    assert text.startswith("Stages changed [check=ids]")
+    assert text.startswith("Stages changed [checked: stages]")
     assert "a stage ends at every exchange" in text
     assert not any(word in text for word in FLINK_WORDS)
 
