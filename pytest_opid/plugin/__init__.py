@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,13 @@ __all__ = ["MARKER", "OpidRestoreWarning", "OpidSnapshotWarning", "Recorder"]
 
 MARKER = "stable_topology"
 _CHECKS = ("default", "ids", "chains", "both")
-_MARKER_ARGUMENTS = {"check", "name", "previous", "allow_non_restored_state"}
+_MARKER_ARGUMENTS = {
+    "check",
+    "name",
+    "previous",
+    "allow_non_restored_state",
+    "allow_reinterpreted_state",
+}
 _NAME_FORBIDDEN = set('\\/?*:|"<>[]')
 # What must not reach a terminal raw, whatever a message quotes: C0/C1 controls but tab and
 # newline (ANSI escapes, carriage returns), NEL, line/paragraph separators, bidi controls, BOM.
@@ -75,6 +82,8 @@ class _Session:
     pictures: list[list[Any]] = field(default_factory=list)
     # --snapshot-update kept the unused snapshots, and why (see _hold_cleanup)
     kept_unused: str | None = None
+    # what the session's end could not write or delete (the report, an unused snapshot)
+    output_errors: list[str] = field(default_factory=list)
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -102,6 +111,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write one self-contained HTML report of every recorded topology to PATH: "
         "failures first, each with its explanation and picture",
+    )
+    group.addoption(
+        "--opid-allow-reinterpreted-state",
+        action="store_true",
+        default=False,
+        dest="opid_allow_reinterpreted_state",
+        help="pass marked tests whose change the engine restarts on but whose state a "
+        "stateful operator would read under another meaning (a changed grouping key, "
+        "aggregate, window, deduplication column...): results would be wrong; each such "
+        "change is still reported as a warning",
     )
     group.addoption(
         "--opid-check",
@@ -231,24 +250,44 @@ class Recorder:
             pytest.fail(_safe(_collision(mine, other, where)), pytrace=False)
 
     def check_restore(
-        self, program: Any, *, previous: Any, allow_non_restored_state: bool = False
+        self,
+        program: Any,
+        *,
+        previous: Any,
+        allow_non_restored_state: bool = False,
+        allow_reinterpreted_state: bool = False,
     ) -> RestoreCheck:
         """Assert that ``program`` would start from ``previous``, as its engine decides at
         restore: a Flink savepoint or checkpoint (directory or ``_metadata``), a Spark
         checkpoint directory, a saved fingerprint or an ``.opid`` snapshot. A relative path is
         taken from the test file's folder. Fails the test with the engine's explanation when
-        not restorable; warnings become :class:`OpidRestoreWarning`. Needs no marker."""
+        not restorable, or when a stateful operator would read its state under another meaning
+        (unless ``allow_reinterpreted_state``); warnings become :class:`OpidRestoreWarning`.
+        Needs no marker."""
         from pytest_opid.render.restore import render_restore
         from pytest_opid.restore import check_restore
 
         path = _beside_test(self._item, previous)
         result = check_restore(path, program, allow_non_restored_state=allow_non_restored_state)
         where = _relative(str(path), self._item.config.rootpath)
-        if not result.restorable:
+        allow = allow_reinterpreted_state or self._allow_reinterpreted()
+        if not result.restorable or not (result.safe or allow):
             pytest.fail(_safe(f"Restore from {where}:\n{render_restore(result)}"), pytrace=False)
-        for warning in result.warnings:
-            self._item.warn(OpidRestoreWarning(_safe(f"Restore from {where}: {warning.message}")))
+        self._restore_warnings(result, f"Restore from {where}:")
         return result
+
+    def _allow_reinterpreted(self) -> bool:
+        marker = self._marker
+        if marker is not None and marker.kwargs.get("allow_reinterpreted_state"):
+            return True
+        return bool(self._item.config.getoption("opid_allow_reinterpreted_state", False))
+
+    def _restore_warnings(self, result: RestoreCheck, title: str) -> None:
+        """Every warning ``opid check-restore`` prints, and the reinterpreted state a test
+        accepted, reach the test's output: a passing test never hides what the CLI says."""
+        for item in (*result.reinterpreted, *result.warnings):
+            head = item.message.split("\nFix:", 1)[0]
+            self._item.warn(OpidRestoreWarning(_safe(f"{title} {head}")))
 
     def _verify_restore(self) -> list[str]:
         """The marker's ``previous=``: every recorded topology must restore from it."""
@@ -263,6 +302,7 @@ class Recorder:
         path = _beside_test(self._item, previous)
         where = _relative(str(path), self._item.config.rootpath)
         allow = bool(marker.kwargs.get("allow_non_restored_state", False))  # type: ignore[union-attr]
+        accept = self._allow_reinterpreted()
         failures = []
         for entry in self._entries:
             try:
@@ -270,12 +310,10 @@ class Recorder:
             except OpidError as exc:
                 failures.append(f"Restore from {where}: {exc}")
                 continue
-            if not result.restorable:
+            if not result.restorable or not (result.safe or accept):
                 failures.append(f"Restore from {where}:\n{render_restore(result)}")
-            for warning in result.warnings:
-                self._item.warn(
-                    OpidRestoreWarning(_safe(f"Restore from {where}: {warning.message}"))
-                )
+            else:
+                self._restore_warnings(result, f"Restore from {where}:")
         return failures
 
     def _verify(self) -> list[str]:
@@ -320,6 +358,9 @@ class Recorder:
             # A snapshot that cannot be used gets one short line naming the file.
             if isinstance(result.exception, SnapshotPathError):
                 failures.append(f"{title} {result.exception.problem}")
+            elif isinstance(result.exception, OSError):  # syrupy making the folder, say
+                exc = result.exception
+                failures.append(f"{title} {exc.filename or where}: {exc.strerror or exc}")
             elif result.exception is not None:
                 failures.append(f"{title}\ncould not be compared: {result.exception!r}")
             elif result.recalled_data is None:
@@ -338,7 +379,12 @@ class Recorder:
                 # The recorded fingerprint itself, not its snapshot text parsed back.
                 try:
                     check = self._check or Check.default_for(entry.fingerprint)
-                    text = render(compare(old, entry.fingerprint), check)
+                    comparison = compare(
+                        old,
+                        entry.fingerprint,
+                        allow_reinterpreted_state=self._allow_reinterpreted(),
+                    )
+                    text = render(comparison, check)
                 except DocumentError as exc:
                     text = f"{exc}; recreate it with pytest --snapshot-update"
                 failures.append(f"{title}\n{text}")
@@ -347,6 +393,7 @@ class Recorder:
     def _assertion(self, extension_class: type) -> Any:
         assertion = _assertion(self._item, extension_class, self._location)
         assertion.extension.check = self._check
+        assertion.extension.allow_reinterpreted_state = self._allow_reinterpreted()
         assertion.extension.exact = bool(self._item.config.option.update_snapshots)
         return assertion
 
@@ -358,12 +405,22 @@ class Recorder:
         from pytest_opid.io.snapshot import loads
 
         try:
-            comparison = compare(loads(str(result.recalled_data)), recorded)
+            comparison = compare(
+                loads(str(result.recalled_data)),
+                recorded,
+                allow_reinterpreted_state=self._allow_reinterpreted(),
+            )
         except DocumentError:
             return
         warning = comparison.rules.added_warning(comparison)
         if warning:
             self._item.warn(OpidSnapshotWarning(_safe(f"{title} {warning}")))
+        if comparison.mode == "streaming" and comparison.new.state_operators is not None:
+            try:
+                restore = comparison.restore
+            except DocumentError:
+                return
+            self._restore_warnings(restore, f"{title} restarting on the snapshot's checkpoint:")
 
     def _picture(self, failure: str | None) -> str:
         """``--opid-html``: keep what the report draws of this test; the line that names the
@@ -552,7 +609,8 @@ def _marker_options(item: pytest.Item) -> tuple[Check | None, str | None]:
         what = f"unknown argument {unknown[0]!r}" if unknown else "too many positional arguments"
         pytest.fail(
             f"@pytest.mark.{MARKER}: {what}; it takes check='ids'|'chains'|'both', name='...', "
-            "previous='<savepoint, checkpoint or snapshot>' and allow_non_restored_state=True",
+            "previous='<savepoint, checkpoint or snapshot>', allow_non_restored_state=True and "
+            "allow_reinterpreted_state=True",
             pytrace=False,
         )
     previous = marker.kwargs.get("previous")
@@ -650,10 +708,18 @@ def _finish(session: pytest.Session) -> None:
         if state.html is not None:
             workeroutput["opid_html"] = state.pictures
         return
-    if state.conflicts and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if state.html is not None:
-        _write_html(state)
+        try:
+            _write_html(state)
+        except OSError as exc:  # a directory at PATH, a read-only folder: one line, no traceback
+            state.output_errors.append(f"--opid-html: {exc.strerror or exc}")
+    extension = sys.modules.get("pytest_opid.plugin.extension")
+    if extension is not None:  # syrupy's cleanup ran before this, in this process
+        failures = extension.TopologySnapshotExtension.delete_failures
+        state.output_errors += failures
+        failures.clear()
+    if (state.conflicts or state.output_errors) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
@@ -772,6 +838,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"{state.kept_unused}: a snapshot of a test that did not run is not unused. "
             "Run every test to its end to delete the snapshots no test uses any more."
         )
+    for line in state.output_errors:
+        terminalreporter.write_line(_safe(f"pytest-opid: error: {line}"), red=True)
     if state.conflicts:
         terminalreporter.write_sep("=", "pytest-opid: tests sharing a snapshot file", red=True)
         for line in state.conflicts:
