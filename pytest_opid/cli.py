@@ -230,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with gc_paused():  # one command's objects live until it ends: nothing for the collector
         try:
             args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+            _check_paths(args)
             code, output = _COMMANDS[args.command](args)
         except SystemExit as exc:  # --help and --version
             return exc.code if isinstance(exc.code, int) else EXIT_OK
@@ -237,8 +238,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(str(exc))
         except (OpidError, OSError, TypeError, ValueError, RecursionError) as exc:
             return _fail(_one_line(exc))
-        _write(output)
-        return code
+        problem = _write(output)
+        return code if problem is None else _fail(f"cannot write the output: {problem}")
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Usage errors argparse cannot see: an empty path (``Path("")`` would read the current
+    folder) and stdin named twice (the second reading would find it empty)."""
+    names = ("file", "old", "new", "previous", "program", "path", "output")
+    given = {
+        name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)
+    }
+    for name, value in given.items():
+        if not value:
+            raise _UsageError(f"{name.upper()} is an empty path")
+    if [value for name, value in given.items() if name != "output"].count("-") > 1:
+        raise _UsageError("only one input can be - (stdin); give the other one as a file")
 
 
 def run() -> NoReturn:
@@ -247,7 +262,8 @@ def run() -> NoReturn:
     takes a second; mypy's ``hard_exit`` does the same)."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BrokenPipeError, ValueError):  # a closed pipe or stream
+        # A closed pipe or stream, a full disk: what could be said was said (_write).
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
     os._exit(code)
 
@@ -317,8 +333,13 @@ def render_command(args: argparse.Namespace) -> tuple[int, str]:
 
 
 def _save(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as stream:
-        stream.write(text)
+    """Write the picture to ``path``; a directory there, a missing folder, no permission or a
+    full disk is one line naming the path."""
+    try:
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+    except OSError as exc:
+        raise DocumentError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
@@ -392,8 +413,12 @@ _COMMANDS = {
 }
 
 
-def _write(output: str | _JsonOutput) -> None:
-    """Write to stdout as UTF-8 whatever the locale; a closed pipe ends the output quietly."""
+def _write(output: str | _JsonOutput) -> str | None:
+    """Write to stdout as UTF-8 whatever the locale; a closed pipe ends the output quietly.
+    Any other failure (stdout closed before the command started, a full disk, an I/O error)
+    is returned as one line for :func:`_fail`."""
+    if sys.stdout is None:  # Python's stand-in for a file descriptor 1 closed at start
+        return "stdout is closed"
     try:
         sys.stdout.flush()
         stream = getattr(sys.stdout, "buffer", None)
@@ -412,6 +437,18 @@ def _write(output: str | _JsonOutput) -> None:
     except BrokenPipeError:  # `opid fingerprint big.json | head`: the reader left
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError) as exc:  # /dev/full, a closed stream
+        _quiet_stdout()
+        return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return None
+
+
+def _quiet_stdout() -> None:
+    """Drop what stdout still buffers (it could not be written), so that the flush at exit
+    fails no second time."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _one_line(exc: BaseException) -> str:
@@ -427,6 +464,6 @@ def _fail(message: str) -> int:
     try:
         sys.stderr.write(text)
         sys.stderr.flush()
-    except (BrokenPipeError, UnicodeEncodeError):
-        pass
+    except (OSError, UnicodeEncodeError, ValueError, AttributeError):
+        pass  # no stderr to speak to (closed, full): the exit status says it
     return EXIT_ERROR

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 
@@ -28,16 +28,28 @@ __all__ = [
     "decode_text",
     "describe_json",
     "has_lone_surrogate",
+    "input_limit",
     "joined",
     "key_count",
+    "open_regular",
     "parse_json",
     "parse_json_bytes",
     "read_bytes",
     "read_json",
+    "read_stream",
     "read_text",
     "short",
 ]
 
+#: Most bytes of one input (a document, plan, saved fingerprint or snapshot; a file or stdin):
+#: 1 GiB, or ``OPID_MAX_INPUT_BYTES``. Past it the input is refused in one line instead of
+#: read until memory runs out (``/dev/zero``, an endless pipe).
+MAX_INPUT_BYTES = 1 << 30
+MAX_INPUT_ENV = "OPID_MAX_INPUT_BYTES"
+_CHUNK = 1 << 20
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 #: Longest integer literal we read: 64-bit integers have at most 20 characters.
 _MAX_INT_CHARS = 20
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
@@ -57,17 +69,100 @@ def parse_json_bytes(data: bytes, path: str) -> Any:
     return parse_json(decode_text(data, path), path, empty="the file is empty")
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """A file's bytes; a missing file, a directory or an unreadable file is a
-    :class:`DocumentError` naming the file."""
+def input_limit() -> int:
+    """The most bytes any input is read to: :data:`MAX_INPUT_BYTES`, or the whole number of
+    bytes in the environment variable ``OPID_MAX_INPUT_BYTES``."""
+    text = os.environ.get(MAX_INPUT_ENV)
+    if text is None or not text.strip():
+        return MAX_INPUT_BYTES
+    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) <= 0:
+        raise DocumentError(f"{MAX_INPUT_ENV}={short(text)}: expected a number of bytes > 0")
+    return int(text)
+
+
+def _too_large(origin: str | os.PathLike[str], size: int | None, limit: int) -> DocumentError:
+    held = f"{size} bytes, more than" if size is not None else "longer than"
+    return DocumentError(
+        f"{origin}: {held} the {limit}-byte limit of an input "
+        f"(set {MAX_INPUT_ENV} to read a larger one)"
+    )
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "it is a directory, not a file"
+    if stat.S_ISFIFO(mode):
+        return "it is a FIFO (named pipe), not a regular file; pipe it to - (stdin) instead"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "it is a device, not a regular file"
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """The regular file at ``path`` (a link is followed), opened for binary reading.
+
+    Anything else is a :class:`DocumentError` naming the path, at once: a FIFO is opened
+    without blocking (no writer would otherwise keep ``open`` waiting forever) and refused, as
+    are devices (``/dev/zero`` never ends) and directories."""
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | _BINARY | _CLOEXEC)
     except FileNotFoundError:
         raise DocumentError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DocumentError(f"{path}: cannot read: it is a directory, not a file") from None
-    except OSError as exc:
-        raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise DocumentError(f"{path}: cannot read: {reason}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise DocumentError(f"{path}: cannot read: {_kind(mode)}")
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """A regular file's bytes, at most ``limit`` (default :func:`input_limit`) of them; a
+    missing file, a directory, a FIFO, a device, an unreadable or a larger file is a
+    :class:`DocumentError` naming the file."""
+    limit = input_limit() if limit is None else limit
+    with open_regular(path) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise _too_large(path, size, limit)
+            data = f.read(limit + 1)  # the file may have grown since
+        except OSError as exc:
+            raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise _too_large(path, None, limit)
+    return data
+
+
+def read_stream(stream: BinaryIO, origin: str, limit: int | None = None) -> bytes:
+    """All of ``stream`` (stdin) up to ``limit`` bytes (default :func:`input_limit`), in
+    chunks: a NUL byte, which no text input holds, ends the reading at once (``/dev/zero`` on
+    stdin), and so does the limit (any other endless stream)."""
+    limit = input_limit() if limit is None else limit
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        try:
+            chunk = stream.read(min(_CHUNK, limit + 1 - total))
+        except OSError as exc:
+            raise DocumentError(f"{origin}: cannot read: {exc.strerror or exc}") from None
+        if not chunk:
+            return b"".join(chunks)
+        if b"\x00" in chunk:
+            raise DocumentError(f"{origin}: cannot read: binary data (a NUL byte), not text")
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _too_large(origin, None, limit)
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

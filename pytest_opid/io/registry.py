@@ -10,6 +10,7 @@ looked up, so a third-party package can add one the same way the built-in ones a
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_opid.errors import DocumentError, OpidError
-from pytest_opid.io.json import parse_json, parse_json_bytes, read_bytes
+from pytest_opid.io.json import parse_json, parse_json_bytes, read_bytes, read_stream
 from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
 from pytest_opid.result import Fingerprint, RestoreCheck
 
@@ -242,7 +243,11 @@ def load_input(path: str, format: str | None = None) -> Fingerprint:
         if format is None and is_snapshot(path):
             return read_snapshot(path)
         return read_file(path, format, None)
-    raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    stdin = getattr(sys.stdin, "buffer", None)
+    if stdin is None:  # a text stream put in place of stdin (a test harness)
+        raw = read_stream(io.BytesIO(sys.stdin.read().encode()), "<stdin>")
+    else:
+        raw = read_stream(stdin, "<stdin>")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -22,7 +22,7 @@ from operator import itemgetter
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.json import read_text
+from pytest_opid.io.json import open_regular, read_text
 from pytest_opid.model import gc_paused
 from pytest_opid.result import (
     ChainedOperator,
@@ -532,11 +532,12 @@ def _plain_string(cell: str) -> str | None:
 
 
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
-    """Whether the file at ``path`` is an ``.opid`` snapshot, by its first bytes."""
+    """Whether the file at ``path`` is an ``.opid`` snapshot, by its first bytes. Only a
+    regular file is opened (a FIFO without a writer would block ``open`` forever)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(len(PREFIX)) == PREFIX.encode()
-    except (OSError, TypeError, ValueError):
+    except (DocumentError, OSError, TypeError, ValueError):
         return False  # the caller's reader reports the problem with the file
 
 

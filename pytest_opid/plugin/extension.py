@@ -22,7 +22,7 @@ import secrets
 import stat
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
@@ -76,6 +76,8 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
     exact: bool = False
     keep: bool = False
     allow_reinterpreted_state: bool = False
+    #: unused snapshots syrupy asked to delete that could not be (the plugin reports them)
+    delete_failures: ClassVar[list[str]] = []
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Anything :func:`pytest_opid.fingerprint` accepts, as snapshot text."""
@@ -169,7 +171,12 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
                 stacklevel=1,
             )
             return
-        os.unlink(snapshot_location)
+        try:
+            os.unlink(snapshot_location)
+        except OSError as exc:  # a read-only folder: syrupy deletes at the session's end
+            problem = f"{snapshot_location}: unused, but cannot be deleted ({exc.strerror or exc})"
+            type(self).delete_failures.append(problem)
+            warnings.warn(f"pytest-opid: {problem}; it is left in place", stacklevel=1)
 
 
 def _existing(path: str) -> os.stat_result | None:
@@ -204,6 +211,15 @@ def atomic_write(path: str, payload: bytes) -> None:
     ``os.replace`` it over the old file. A crash leaves the old file and, at worst, a hidden
     ``.<name>.<random>.tmp`` file behind. Links, directories and devices at ``path`` are
     refused; the old file's permission bits are kept."""
+    try:
+        _replace(path, payload)
+    except OSError as exc:  # a read-only folder, a full disk: the old file is untouched
+        raise SnapshotPathError(
+            path, f"cannot be written ({exc.strerror or exc}); the old file, if any, is unchanged"
+        ) from None
+
+
+def _replace(path: str, payload: bytes) -> None:
     old = _existing(path)
     directory, name = os.path.split(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY

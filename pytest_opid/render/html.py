@@ -139,18 +139,42 @@ def write_html_report(
         body += _section(items[i], number, direction, max_nodes)
     target = Path(path)
     text = _page(heading, body)
+    try:
+        return _replace(target, text)
+    except OSError as exc:  # a directory at PATH, a read-only folder, a full disk
+        raise OSError(exc.errno, f"{target}: cannot write the report: {exc.strerror}") from None
+
+
+def _replace(target: Path, text: str) -> Path:
+    """Write ``text`` to a temporary file beside ``target``, then rename it over ``target``.
+    ``mkstemp`` creates the file with mode 0600; a report is an ordinary file, so it gets the
+    mode ``open()`` would give it (0666 less the umask), or the old report's mode."""
+    if target.is_dir():
+        raise IsADirectoryError(21, "it is a directory")
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     handle, temporary = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
     )
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
+        os.chmod(temporary, mode)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return target
+
+
+def _umask() -> int:
+    """The process's umask. POSIX has no call that only reads it: set it and set it back."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _badge(failed: bool) -> str:

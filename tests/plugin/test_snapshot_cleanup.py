@@ -10,12 +10,14 @@ used to read as a topology of no operators, against which every change passed wi
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.snapshot import dumps, loads
-from pytest_opid.plugin.extension import TopologySnapshotExtension
+from pytest_opid.plugin.extension import SnapshotPathError, TopologySnapshotExtension, atomic_write
 from pytest_opid.result import Fingerprint
 
 # Eight marked tests, one job each; the first fails when fail.txt says so.
@@ -185,3 +187,51 @@ def test_a_test_fails_against_a_cut_snapshot_and_update_replaces_it(
     run(pytester, "--snapshot-update", "-k", "test_3").assert_outcomes(passed=1)
     assert json.dumps(loads(path.read_text()).to_dict()).count('"uid": "s"') == 1
     assert snapshots(pytester).keys() == suite.keys()
+
+
+# -- 6. what the session's end cannot write or delete --------------------------------------------
+
+
+def test_a_directory_as_the_html_report_is_one_line(
+    pytester: pytest.Pytester, suite: dict[str, bytes]
+) -> None:
+    (pytester.path / "fail.txt").write_text("no")
+    folder = pytester.mkdir("report")
+    result = run(pytester, f"--opid-html={folder}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=8)
+    out = result.stdout.str()
+    assert f"pytest-opid: error: --opid-html: {folder}: cannot write the report: it is a " in out
+    assert "Traceback" not in out + result.stderr.str()
+
+
+def test_an_unused_snapshot_that_cannot_be_deleted_is_reported(
+    pytester: pytest.Pytester, suite: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only snapshot folder (simulated: tests may run as root, whom no mode stops)."""
+    real_unlink = os.unlink
+
+    def read_only(path: object, *args: object, **kwargs: object) -> None:
+        if str(path).endswith(".opid"):
+            raise PermissionError(13, "Permission denied")
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    (pytester.path / "fail.txt").write_text("no")
+    stale = pytester.path / "__snapshots__" / "test_jobs" / "test_gone.opid"
+    stale.write_bytes(suite["test_jobs/test_1_job.opid"])
+    monkeypatch.setattr(os, "unlink", read_only)
+    result = run(pytester, "--snapshot-update")
+    monkeypatch.undo()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert f"pytest-opid: error: {stale}: unused, but cannot be deleted (Permission denied)" in out
+    assert stale.exists() and "Traceback" not in out
+
+
+def test_a_snapshot_that_cannot_be_written_names_its_path(tmp_path: Path) -> None:
+    path = str(tmp_path / "missing folder" / "x.opid")
+    with pytest.raises(SnapshotPathError) as caught:
+        atomic_write(path, b"text")
+    assert str(caught.value) == (
+        f"{path}: cannot be written (No such file or directory); the old file, if any, is unchanged"
+    )
