@@ -12,20 +12,29 @@ in the order Spark numbers them in the offset log.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
 from pytest_opid.result import StateStore
 from pytest_opid.spark.plan import PROPERTIES_STORE, STATEFUL_OPERATORS
+from pytest_opid.spark.tws import (
+    ProcessorRecord,
+    StateCall,
+    processor_from_command,
+    record_processor,
+)
 
 __all__ = ["PlanReading", "StateReading", "read_plan"]
 
 
 class StateReading(NamedTuple):
-    """One stateful operator as Spark files its state: its ``shortName`` and its stores."""
+    """One stateful operator as Spark files its state: its ``shortName`` and its stores; for a
+    Python transformWithState, what its processor's ``init`` declared (:mod:`.tws`)."""
 
     operator_name: str
     stores: tuple[StateStore, ...]
+    processor: ProcessorRecord | None = None
 
 
 class PlanReading(NamedTuple):
@@ -319,10 +328,12 @@ class _Jvm:
         for i in wanted:
             node = everything.apply(i)
             try:
-                stores = self._stores(node, classes[i], widen, avro)
-            except Exception:  # py4j: e.g. a Python processor whose init() fails here
-                stores = ()  # unknown: restore checks then say they cannot check the schemas
-            out.append(StateReading(node.shortName(), stores))
+                stores, record = self._stores(node, classes[i], widen, avro)
+            except _NotInspected as exc:  # its state variables are unknown: the check says so
+                stores, record = (), exc.record
+            except Exception:  # py4j: an operator this Spark version builds differently
+                stores, record = (), None  # unknown: restore checks say they cannot check them
+            out.append(StateReading(node.shortName(), stores, record))
         return tuple(out)
 
     def _everything(self) -> Any:
@@ -332,13 +343,17 @@ class _Jvm:
             self._identity = self.jvm.scala.PartialFunction.fromFunction(identity)
         return self._identity
 
-    def _stores(self, node: Any, cls: str, widen: bool, avro: bool) -> tuple[StateStore, ...]:
+    def _stores(
+        self, node: Any, cls: str, widen: bool, avro: bool
+    ) -> tuple[tuple[StateStore, ...], ProcessorRecord | None]:
         """The state stores of one stateful operator with their (key, value) schemas, as the
-        operator's ``validateAndMaybeEvolveStateSchema`` (Spark 4.x) builds them."""
+        operator's ``validateAndMaybeEvolveStateSchema`` (Spark 4.x) builds them, and for a
+        Python transformWithState what its processor's ``init`` declared."""
         jvm = self.jvm
         attributes = jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes
         pairs: list[tuple[str, Any, Any]] = []  # (store or store/column family, key, value)
         properties = None
+        record: ProcessorRecord | None = None
         # The schemas below are the raw ones; Spark widens them as the operator's
         # validateAndMaybeEvolveStateSchema does (the global limit's are fixed, and column
         # family schemas come out of getColFamilySchemas widened already).
@@ -379,7 +394,7 @@ class _Jvm:
                         pairs.append((entry._1(), pair._1(), pair._2()))
         else:  # transformWithState: a column family per state variable (and internal ones)
             if cls != "TransformWithStateExec":
-                self._pre_init(node)  # the Python processor's init() declares the variables
+                record = self._declare(node)  # the Python processor's init() declares them
             pairs += self._column_families(node.getColFamilySchemas(avro))
             infos = node.getStateVariableInfos().values().toList()
             properties_class = _java_class(
@@ -398,7 +413,7 @@ class _Jvm:
         ]
         if properties is not None:
             stores.append(StateStore(PROPERTIES_STORE, None, properties))
-        return tuple(stores)
+        return tuple(stores), record
 
     def _column_families(self, schemas: Any) -> list[tuple[str, Any, Any]]:
         """``Map[String, StateStoreColFamilySchema]`` as (``default/<family>``, key, value)."""
@@ -410,6 +425,81 @@ class _Jvm:
                 (f"{_DEFAULT}/{family.colFamilyName()}", family.keySchema(), family.valueSchema())
             )
         return sorted(out, key=lambda entry: entry[0])
+
+    def _declare(self, node: Any) -> ProcessorRecord:
+        """Declare a Python transformWithState's state variables on the operator's driver-side
+        handle, as Spark's pre-init runner does before it validates the state schema: the
+        processor's ``init`` runs here with a recording handle (:func:`.tws.record_processor`)
+        and its calls are replayed on the JVM handle (:meth:`_replay`). When ``init`` cannot be
+        recorded, Spark's own pre-init worker (a Python process) runs it instead; when that
+        fails too, :class:`_NotInspected` carries why."""
+        try:
+            function = self._private(node, "pythonFunction")
+            tag = getattr(getattr(self.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
+            processor, _ = processor_from_command(bytes(function.command().toArray(tag)))
+        except Exception as exc:  # py4j or unpickling: a processor pytest-opid cannot reach
+            record = ProcessorRecord(
+                "?", None, f"could not read the stateful processor ({type(exc).__name__})"
+            )
+        else:
+            record = record_processor(processor)
+        if record.calls is not None:
+            try:
+                self._replay(node, record.calls)
+                return record
+            except Exception as exc:  # py4j: Spark refused a declaration
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+                reason = f"could not inspect {record.processor_class}: Spark refused its init(): "
+                record = ProcessorRecord(record.processor_class, None, reason + first)
+        try:
+            self._pre_init(node)
+        except Exception as exc:  # py4j: the worker's Python lacks pyspark, or init() failed
+            worker = _python_error(exc)
+            raise _NotInspected(
+                ProcessorRecord(
+                    record.processor_class,
+                    None,
+                    f"{record.reason}; Spark's pre-init Python worker failed too ({worker})",
+                )
+            ) from None
+        return ProcessorRecord(record.processor_class, None)  # declared by Spark's worker
+
+    def _replay(self, node: Any, calls: tuple[StateCall, ...]) -> None:
+        """``init``'s calls on the operator's ``DriverStatefulProcessorHandleImpl``, as
+        ``TransformWithStateInPySparkStateServer`` makes them for the pre-init worker."""
+        jvm = self.jvm
+        handle = self._private(node, "driverProcessorHandle")
+        states = getattr(
+            _java_class(jvm, _TWS_PACKAGE + ".statefulprocessor", "StatefulProcessorHandleState$"),
+            "MODULE$",
+        )
+        handle.setHandleState(states.PRE_INIT())
+        ttl_config = jvm.org.apache.spark.sql.streaming.TTLConfig
+        row = jvm.org.apache.spark.sql.Encoders.row
+        for call in calls:
+            if call.method == "deleteIfExists":
+                handle.deleteIfExists(call.name)
+                continue
+            if call.ttl_ms is None:
+                ttl = ttl_config.NONE()
+            else:
+                ttl = ttl_config(jvm.java.time.Duration.ofMillis(call.ttl_ms))
+            value = row(self._struct(call.schema, call.schema_is_json))
+            if call.method == "getValueState":
+                handle.getValueState(call.name, value, ttl)
+            elif call.method == "getListState":
+                handle.getListState(call.name, value, ttl)
+            else:
+                key = row(self._struct(call.user_key_schema, call.user_key_is_json))
+                handle.getMapState(call.name, key, value, ttl)
+
+    def _struct(self, text: str | None, is_json: bool) -> Any:
+        """A schema as the state server reads it: ``StructType`` JSON, or a DDL string parsed
+        by ``CatalystSqlParser.parseTableSchema`` (what PySpark's client asks it for)."""
+        if is_json:
+            return self.jvm.org.apache.spark.sql.types.DataType.fromJson(text)
+        parser = getattr(self.jvm.org.apache.spark.sql.catalyst.parser, "CatalystSqlParser$")
+        return getattr(parser, "MODULE$").parseTableSchema(text)
 
     def _pre_init(self, node: Any) -> None:
         """Run the Python stateful processor's ``init()`` on the driver as Spark does before
@@ -505,6 +595,26 @@ class _Jvm:
                     )
             self._incremental = (java_class, kinds)
         return self._incremental
+
+
+class _NotInspected(Exception):
+    """A Python transformWithState whose state variables could not be declared."""
+
+    def __init__(self, record: ProcessorRecord) -> None:
+        super().__init__(record.reason)
+        self.record = record
+
+
+_PYTHON_ERROR = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): .*")
+
+
+def _python_error(exc: Exception) -> str:
+    """The last line of a Python worker's error as py4j relays it, else the exception's name."""
+    for line in reversed(str(exc).splitlines()):
+        found = _PYTHON_ERROR.match(line.strip())
+        if found:
+            return found.group(0)[:200]
+    return type(exc).__name__
 
 
 def _offset_seq_metadata(metadata: Any, session: Any) -> Any:

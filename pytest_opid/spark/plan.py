@@ -72,7 +72,8 @@ from pytest_opid.result import (
     StateOperator,
     StateStore,
 )
-from pytest_opid.spark.meaning import MeaningPlan, operator_meaning
+from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT, MeaningPlan, operator_meaning
+from pytest_opid.spark.tws import transform_with_state_meaning
 
 __all__ = [
     "PROPERTIES_STORE",
@@ -341,6 +342,7 @@ def graph_from_plan(
     state: Sequence[Any] | None = None,
     sources: Sequence[str] | None = None,
     output_mode_known: bool = True,
+    schema_check: bool = True,
 ) -> SparkPlanGraph:
     """Convert Spark's plan JSON (``SparkPlan.toJSON()``, a pre-order list of nodes) into a
     :class:`SparkPlanGraph`.
@@ -351,7 +353,9 @@ def graph_from_plan(
     Spark's numbering, each with ``operator_name`` and ``stores``) and ``sources`` (the offset
     log's sources) complete a streaming plan with what a restart is checked against.
     ``output_mode_known`` is false for a streaming DataFrame not started yet: its plan is made
-    in append mode, but the query's mode is chosen at ``writeStream``.
+    in append mode, but the query's mode is chosen at ``writeStream``. ``schema_check`` false
+    (the session sets ``spark.sql.streaming.stateStore.stateSchemaCheck=false``) is recorded in
+    every stateful operator's meaning.
     """
     if isinstance(plan, str):
         try:
@@ -374,13 +378,22 @@ def graph_from_plan(
                 kind=read[i].operator_name if read else kind,
                 key_types=keys,
                 stores=tuple(read[i].stores) if read else (),
-                meaning=facts,
+                meaning=(_tws_meaning(read[i], kind) + facts if read else facts)
+                + (() if schema_check else ((SCHEMA_CHECK_FACT, "off"),)),
             )
             for i, (node, kind, keys, facts) in enumerate(builder.stateful)
         )
     return SparkPlanGraph(
         topology, states, tuple(sources) if streaming and sources is not None else None
     )
+
+
+def _tws_meaning(reading: Any, kind: str) -> tuple[tuple[str, str], ...]:
+    """A transformWithState operator's processor, modes and state variables
+    (:func:`~pytest_opid.spark.tws.transform_with_state_meaning`); nothing for other kinds."""
+    if not kind.startswith("transformWithState"):
+        return ()
+    return transform_with_state_meaning(tuple(reading.stores), getattr(reading, "processor", None))
 
 
 def _check_plan(plan: Any, what: str) -> list[dict[str, Any]]:
