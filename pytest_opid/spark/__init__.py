@@ -26,6 +26,7 @@ from pytest_opid.io.registry import (
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint import read_checkpoint
 from pytest_opid.spark.jvm import read_plan
+from pytest_opid.spark.meaning import SCHEMA_CHECK
 from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
 from pytest_opid.spark.restore import check_checkpoint
 from pytest_opid.spark.rules import SparkRules
@@ -48,7 +49,24 @@ def plan_graph(obj: Any) -> SparkPlanGraph:
         state=reading.state,
         sources=reading.sources,
         output_mode_known=reading.output_mode_known,
+        schema_check=_schema_check(obj) if reading.streaming else True,
     )
+
+
+def _schema_check(obj: Any) -> bool:
+    """Whether the session checks state schemas at restart
+    (``spark.sql.streaming.stateStore.stateSchemaCheck``, a session conf the checkpoint does
+    not keep). A query's own session is read through its JVM object."""
+    try:
+        session = getattr(obj, "sparkSession", None)
+        if session is not None:
+            value = session.conf.get(SCHEMA_CHECK, "true")
+        else:
+            execution = obj._jsq.streamingQuery()
+            value = execution.sparkSession().conf().get(SCHEMA_CHECK, "true")
+    except Exception:  # py4j or a session gone: Spark's default
+        return True
+    return str(value).strip().lower() != "false"
 
 
 def _top_module(obj: Any) -> str:

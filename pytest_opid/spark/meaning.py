@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 from pytest_opid.result import UNKNOWN
 
 __all__ = [
+    "SCHEMA_CHECK",
+    "SCHEMA_CHECK_FACT",
     "Change",
     "MeaningPlan",
     "checkpoint_meaning",
@@ -37,6 +39,11 @@ __all__ = [
     "operator_meaning",
     "plain_column",
 ]
+
+#: The session conf that turns Spark's state schema check off; recorded as a fact, since a
+#: restart that passes only because of it reads the old state with the new schema.
+SCHEMA_CHECK = "spark.sql.streaming.stateStore.stateSchemaCheck"
+SCHEMA_CHECK_FACT = "state schema check"
 
 #: Nodes one expression may expand to when aliases are resolved; past it the rest is "…".
 _BUDGET = 200

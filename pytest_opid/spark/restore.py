@@ -52,7 +52,7 @@ from pytest_opid.result import (
     StateOperator,
 )
 from pytest_opid.spark.checkpoint import Checkpoint
-from pytest_opid.spark.meaning import checkpoint_meaning, compare_meaning
+from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT, checkpoint_meaning, compare_meaning
 from pytest_opid.spark.plan import PROPERTIES_STORE
 from pytest_opid.text import plural, printable, quote
 
@@ -566,6 +566,8 @@ class _Checker:
                 continue
             refused = len(self.problems)
             self.schemas(old_op, new_op)
+            if (SCHEMA_CHECK_FACT, "off") in new_op.meaning and len(self.problems) > refused:
+                self.unchecked_schemas(refused)
             self.properties(old_op, new_op)
             if len(self.problems) == refused:
                 self.meaning(old_op, new_op)
@@ -817,6 +819,23 @@ class _Checker:
                 )
             else:
                 self.warn("state_config", message, **where)
+
+    def unchecked_schemas(self, first: int) -> None:
+        """The session turned Spark's state schema check off: the schema problems found from
+        ``first`` on do not stop the restart; Spark reads the old state with the new schema."""
+        for problem in self.problems[first:]:
+            text = problem.message
+            _, _, rest = text.partition(" with ")
+            self.reinterpret(
+                problem.kind,
+                f"Spark restarts only because {_SCHEMA_CHECK}=false skips its state schema "
+                "check, and reads the old state with the new schema: the results are "
+                f"undefined. With the check on it would fail with {rest or text}",
+                state_id=problem.state_id,
+                operator_id=problem.operator_id,
+                name=problem.name,
+            )
+        del self.problems[first:]
 
     def meaning(self, old: _Operator, new: _Operator) -> None:
         """Restarts Spark accepts whose state the new query reads as something else

@@ -134,3 +134,29 @@ def test_check_restore_exits_0_when_safe(
     a, b = _fingerprints(spark, tmp_path, F.col("cat").alias("c"))
     assert main(["check-restore", str(a), str(b)]) == 0
     assert capsys.readouterr().out.startswith("Restorable: the new job starts")
+
+
+def test_a_restart_that_passes_only_without_the_schema_check_is_not_safe(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    a_session, b_session = spark.newSession(), spark.newSession()
+    b_session.conf.set("spark.sql.streaming.stateStore.stateSchemaCheck", "false")
+
+    def query(session: Any, *aggregates: Any) -> Any:
+        events = session.readStream.schema(SCHEMA).json(str(folder))
+        return events.groupBy("user").agg(*aggregates)
+
+    a = pytest_opid.fingerprint(query(a_session, F.sum("v").alias("total")))
+    b = query(b_session, F.sum("v").alias("total"), F.count("*").alias("n"))
+    checked = pytest_opid.check_restore(a, query(a_session, F.sum("v"), F.count("*")))
+    assert not checked.restorable  # with the check: STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE
+    unchecked = pytest_opid.check_restore(a, b)
+    assert unchecked.restorable and not unchecked.safe
+    (finding,) = unchecked.reinterpreted
+    assert "stateSchemaCheck=false" in finding.message
+    assert "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE" in finding.message
+    assert ("state schema check", "off") in pytest_opid.fingerprint(b).state_operators[0].meaning
