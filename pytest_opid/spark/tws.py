@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -325,7 +326,8 @@ _SQL_TYPES = {
 
 
 def _quote_name(name: str) -> str:
-    if name.replace("_", "a").isalnum() and not name[:1].isdigit():
+    """Spark's ``quoteIfNeeded``."""
+    if re.fullmatch(r"[A-Za-z0-9_]+", name) and not name.isdigit():
         return name
     return "`" + name.replace("`", "``") + "`"
 
