@@ -20,7 +20,7 @@ from operator import itemgetter, le, ne, not_
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.registry import EngineRules, engine_rules
+from pytest_opid.io.registry import EngineRules, engine_rules, fingerprint
 from pytest_opid.model import gc_paused
 from pytest_opid.result import (
     Fingerprint,
@@ -211,18 +211,22 @@ def _state(s: StateOperator | None) -> dict[str, Any] | None:
 # -- comparing ----------------------------------------------------------------------------------
 
 
-def compare(
-    old: Fingerprint, new: Fingerprint, *, allow_reinterpreted_state: bool = False
-) -> Comparison:
+def compare(old: Any, new: Any, *, allow_reinterpreted_state: bool = False) -> Comparison:
     """Pair ``new`` with ``old`` by state ID, then explain the rest by uid and name.
 
-    Fingerprints of two different engines (or modes) do not describe one job: that is a
-    :class:`DocumentError`. ``allow_reinterpreted_state`` accepts restores the engine allows
-    whose state the new job reads under another meaning."""
-    found = _compare(old, new)
+    ``old`` and ``new``: fingerprints, or anything :func:`pytest_opid.fingerprint` takes (a
+    DataFrame, a streaming query, a topology, a saved fingerprint or its path, ...), which is
+    fingerprinted first. Fingerprints of two different engines (or modes) do not describe one
+    job: that is a :class:`DocumentError`. ``allow_reinterpreted_state`` accepts restores the
+    engine allows whose state the new job reads under another meaning."""
+    found = _compare(_fingerprint_of(old), _fingerprint_of(new))
     if allow_reinterpreted_state:
         return replace(found, allow_reinterpreted_state=True)
     return found
+
+
+def _fingerprint_of(source: Any) -> Fingerprint:
+    return source if isinstance(source, Fingerprint) else fingerprint(source)
 
 
 def _compare(old: Fingerprint, new: Fingerprint) -> Comparison:
