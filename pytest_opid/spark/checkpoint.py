@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.spark.tws import user_variables, variable_text
 
 __all__ = [
     "Checkpoint",
@@ -245,7 +246,21 @@ class Checkpoint:
         }
 
 
+def _user_variables(op: StateOperatorMetadata) -> dict[str, dict[str, Any]]:
+    """A transformWithState operator's own state variables with their schemas, from its column
+    families (:func:`~pytest_opid.spark.tws.user_variables`); empty for other operators."""
+    if not op.state_variables:
+        return {}
+    families = {
+        f"{st.name}/{cf.name}": (cf.key_schema_json, cf.value_schema_json)
+        for st in op.stores
+        for cf in st.column_families
+    }
+    return user_variables(families, op.properties)
+
+
 def _operator_dict(op: StateOperatorMetadata) -> dict[str, Any]:
+    schemas = _user_variables(op)
     return {
         "operator_id": op.operator_id,
         "operator_name": op.operator_name,
@@ -258,6 +273,10 @@ def _operator_dict(op: StateOperatorMetadata) -> dict[str, Any]:
                 "state_name": v.state_name,
                 "state_variable_type": v.state_variable_type,
                 "ttl_enabled": v.ttl_enabled,
+                # the variable's own schemas (a TTL variable's value without Spark's wrapper;
+                # a MapState's user key), None for Spark's timers
+                "user_key_schema": schemas.get(v.state_name, {}).get("key"),
+                "value_schema": schemas.get(v.state_name, {}).get("value"),
             }
             for v in op.state_variables
         ],
@@ -1188,6 +1207,11 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
         )
         if op.properties is not None:
             yield f"      properties: {_quote(op.properties, 400)}"
+        variables = _user_variables(op)
+        if variables:
+            yield f"      state variables ({len(variables)}):"
+            for var_name, info in variables.items():
+                yield f"        {_name(var_name)}: {_escape_unsafe(variable_text(info))}"
         for st in op.stores:
             schema = (
                 "no schema file" if st.schema_version is None else f"schema v{st.schema_version}"
