@@ -651,9 +651,10 @@ def _positional(
     for i, (a, b) in enumerate(zip(was, now, strict=True), 1):
         if a == b:
             continue
+        windowed = " window(" in a or " window(" in b
         out.append(
             Change(
-                _KIND.get(family, "key_meaning"),
+                "window_meaning" if windowed else _KIND.get(family, "key_meaning"),
                 True,
                 f"{head}: {family} {i} was {a}, is now {b}. Spark restarts (the state's types "
                 f"still match), and the results are wrong: {_effect(operator, family, a, b)}",
