@@ -40,6 +40,7 @@ from pytest_opid.restore import check_restore
 from pytest_opid.result import Fingerprint
 from pytest_opid.spark.checkpoint import read_checkpoint
 from pytest_opid.spark.checkpoint import render_text as render_checkpoint
+from pytest_opid.text import escape_unsafe, escape_unsafe_utf8
 
 __all__ = ["main"]
 
@@ -288,8 +289,26 @@ class _JsonOutput:
         self.fingerprint = fingerprint
 
     def write(self, stream: BinaryIO) -> None:
-        self.fingerprint.write_json(stream)
+        self.fingerprint.write_json(_Escaping(stream))  # type: ignore[arg-type]
         stream.write(b"\n")
+
+
+class _Escaping:
+    """A binary stream that escapes what text output escapes (line separators, bidi
+    controls...) as ``\\uXXXX`` in what is written to it: the saved form's writer hands it
+    whole encoded pieces of JSON, so no character is split between two writes."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+
+    def write(self, data: bytes) -> int:
+        return self.stream.write(escape_unsafe_utf8(data))
+
+
+def _json(data: object) -> str:
+    """JSON output: indented, UTF-8 as is but for the characters that would break or disguise
+    a line, escaped as the text output escapes them (the README promises every name so)."""
+    return escape_unsafe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
 
 def diff_command(args: argparse.Namespace) -> tuple[int, str]:
@@ -316,7 +335,7 @@ def diff_command(args: argparse.Namespace) -> tuple[int, str]:
         data = comparison.to_dict()
         data["check"] = check.value
         data["stable"] = code == EXIT_OK
-        return code, json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        return code, _json(data)
     return code, render(comparison, check, accept=None) + "\n"
 
 
@@ -352,7 +371,7 @@ def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
     accepted = result.safe or (result.restorable and args.allow_reinterpreted_state)
     code = EXIT_OK if accepted else EXIT_FAILED
     if args.json:
-        return code, json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        return code, _json(result.to_dict())
     return code, render_restore(result) + "\n"
 
 
@@ -360,7 +379,7 @@ def savepoint_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid savepoint PATH``: the operator states of a Flink savepoint or checkpoint."""
     savepoint = read_savepoint(args.path)
     if args.json:
-        return EXIT_OK, json.dumps(savepoint.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        return EXIT_OK, _json(savepoint.to_dict())
     return EXIT_OK, render_savepoint(savepoint) + "\n"
 
 
@@ -368,7 +387,7 @@ def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid checkpoint DIR``: what a Spark streaming checkpoint holds."""
     checkpoint = read_checkpoint(args.path)
     if args.json:
-        return EXIT_OK, json.dumps(checkpoint.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        return EXIT_OK, _json(checkpoint.to_dict())
     return EXIT_OK, render_checkpoint(checkpoint) + "\n"
 
 

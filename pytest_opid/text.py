@@ -12,7 +12,15 @@ import json
 import re
 from collections.abc import Sequence
 
-__all__ = ["columns", "plural", "printable", "quote", "quote_all"]
+__all__ = [
+    "columns",
+    "escape_unsafe",
+    "escape_unsafe_utf8",
+    "plural",
+    "printable",
+    "quote",
+    "quote_all",
+]
 
 # Characters json.dumps(ensure_ascii=False) leaves raw that still break or disguise a line:
 # NEL, the line and paragraph separators, bidi embeddings/overrides/isolates, and the C1
@@ -22,8 +30,31 @@ _UNSAFE = re.compile(
 )
 
 
+# The same characters in UTF-8 (a lone surrogate as surrogatepass writes it), to find them in
+# bytes already encoded without decoding them first.
+_UNSAFE_UTF8 = re.compile(
+    rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbb\xbf"
+    rb"|\xed[\xa0-\xbf]"
+)
+
+
 def _escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
+
+
+def escape_unsafe(text: str) -> str:
+    """``text`` with every unsafe character (see :func:`quote`) written as ``\\uXXXX``. Applied
+    to JSON text, whose syntax is ASCII, it only touches the inside of strings, and the
+    result reads back as the same values."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def escape_unsafe_utf8(data: bytes) -> bytes:
+    """:func:`escape_unsafe` of UTF-8 bytes (whole characters), without decoding them when
+    they hold none of the characters (the usual case: one scan in C)."""
+    if _UNSAFE_UTF8.search(data) is None:
+        return data
+    return escape_unsafe(data.decode("utf-8", "surrogatepass")).encode("utf-8")
 
 
 def quote(text: str) -> str:

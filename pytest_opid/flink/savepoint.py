@@ -24,15 +24,19 @@ before it is checked against the bytes that are left.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import mmap
 import os
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.io.json import open_regular
 
 __all__ = [
     "METADATA_FILE",
@@ -335,16 +339,30 @@ def _key_group_offsets_ok(start: int, count: int) -> bool:
 class _JavaClassDesc:
     """A class descriptor of a Java serialization stream."""
 
-    __slots__ = ("fields", "flags", "name", "parent")
+    __slots__ = ("done", "fields", "flags", "head", "name", "parent")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.flags = 0
         self.fields: list[str] = []  # type codes
         self.parent: _JavaClassDesc | None = None
+        self.done = False  # its superclass is read: ``parent`` is final
+        # the nearest class from this one up with class data (None: none), once known
+        self.head: _JavaClassDesc | object | None = _UNKNOWN
+
+    def has_class_data(self) -> bool:
+        """Whether an object of this class holds data of this class (fields, or what a
+        writeObject or writeExternal method wrote); ObjectInputStream.readSerialData reads
+        nothing for a serializable class with neither."""
+        if self.flags & _SC_EXTERNALIZABLE:
+            return True
+        return bool(self.flags & _SC_SERIALIZABLE) and bool(
+            self.fields or self.flags & _SC_WRITE_METHOD
+        )
 
 
 _JAVA_OBJECT = object()  # any object of the stream other than strings and class descriptors
+_UNKNOWN = object()  # _JavaClassDesc.head not computed yet
 _PRIMITIVE_WIDTHS = {"B": 1, "C": 2, "D": 8, "F": 4, "I": 4, "J": 8, "S": 2, "Z": 1}
 
 # java.io.ObjectStreamConstants
@@ -536,6 +554,11 @@ class _Parser:
             # MetadataV4Serializer: the CheckpointProperties, Java-serialized, end the file.
             self.what = "the checkpoint properties"
             self.java_object_stream()
+        if self.pos < self.end:
+            # Checkpoints.loadCheckpointMetadata stops reading here; bytes after the end are
+            # not Flink's (a file overwritten in place, garbage appended) and refused.
+            self.what = "the end of the metadata"
+            self.fail(f"{self.end - self.pos} bytes after the end of the metadata", self.pos)
         return Savepoint(version=version, checkpoint_id=checkpoint_id, operators=tuple(operators))
 
     def master_states(self) -> None:
@@ -1068,21 +1091,16 @@ class _Parser:
                     self.fail("a superclass descriptor that is not a class descriptor")
                 assert isinstance(arg, _JavaClassDesc)
                 arg.parent = parent
+                arg.done = True
                 values.append(arg)
             elif step == _J_OBJECT:
                 desc = self.java_desc(values)
                 handles.append(_JAVA_OBJECT)
                 todo.append((_J_PUSH, _JAVA_OBJECT, 0))
-                hierarchy: list[_JavaClassDesc] = []
-                current: _JavaClassDesc | None = desc
-                while current is not None:
-                    if len(hierarchy) > len(handles):
-                        self.fail("a class hierarchy with a cycle")
-                    hierarchy.append(current)
-                    current = current.parent
                 # Class data goes from the topmost serializable class down; the work stack
                 # takes it in reverse.
-                for cls in hierarchy:
+                cls = self.head(desc, handles)
+                while cls is not None:
                     if cls.flags & _SC_EXTERNALIZABLE:
                         if not cls.flags & _SC_BLOCK_DATA:
                             self.fail("an externalizable object in the old stream format")
@@ -1091,6 +1109,7 @@ class _Parser:
                         if cls.flags & _SC_WRITE_METHOD:
                             todo.append((_J_ANNOTATION, None, 0))
                         todo.append((_J_FIELDS, cls, 0))
+                    cls = None if cls.parent is None else self.head(cls.parent, handles)
             elif step == _J_FIELDS:
                 assert isinstance(arg, _JavaClassDesc)
                 fields = arg.fields
@@ -1151,6 +1170,31 @@ class _Parser:
                     todo.append((_J_READ, None, 0))
             else:  # _J_PUSH
                 values.append(arg)
+
+    def head(self, desc: _JavaClassDesc, handles: list[object]) -> _JavaClassDesc | None:
+        """The nearest class from ``desc`` up its hierarchy that holds class data, or None.
+
+        Kept on each complete descriptor, so that a hierarchy is walked once: an array of
+        objects sharing a deep hierarchy of classes without data (a crafted file) would
+        otherwise cost its depth per object, quadratic time in the file's size. What is left
+        per object is one step per class with data, each of which reads at least a byte."""
+        path: list[_JavaClassDesc] = []
+        current: _JavaClassDesc | None = desc
+        while current is not None and current.head is _UNKNOWN:
+            if len(path) > len(handles):
+                self.fail("a class hierarchy with a cycle")
+            path.append(current)
+            current = current.parent
+        found = None if current is None else current.head
+        complete = current is None or current.done
+        for cls in reversed(path):
+            if cls.has_class_data():
+                found = cls
+            complete = complete and cls.done  # one still being read may get a superclass yet
+            if complete:
+                cls.head = found
+        assert found is None or isinstance(found, _JavaClassDesc)
+        return found
 
     def java_desc(self, values: list[object]) -> _JavaClassDesc:
         desc = values.pop()
@@ -1252,19 +1296,6 @@ def _metadata_path(path: str | os.PathLike[str]) -> Path:
     return given / METADATA_FILE
 
 
-def _read_bytes(metadata: Path) -> bytes:
-    shown = _show_origin(str(metadata))
-    try:
-        with metadata.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            data = f.read(_MAX_FILE_SIZE + 1) if size <= _MAX_FILE_SIZE else b""
-    except (OSError, ValueError) as exc:
-        raise DocumentError(f"{shown}: cannot read it: {_os_error(exc)}") from None
-    if size > _MAX_FILE_SIZE or len(data) > _MAX_FILE_SIZE:
-        raise DocumentError(f"{shown}: {max(size, len(data))} bytes, too large for a _metadata")
-    return data
-
-
 def _os_error(exc: Exception) -> str:
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return _quote(text)[1:-1]
@@ -1274,17 +1305,43 @@ def read_savepoint(path: str | os.PathLike[str]) -> Savepoint:
     """Read a savepoint or checkpoint: its directory (holding ``_metadata``) or the
     ``_metadata`` file itself."""
     metadata = _metadata_path(path)
-    return parse_metadata(_read_bytes(metadata), str(metadata))
+    with _mapped(metadata) as data:
+        return _Parser(data, str(metadata)).parse()
 
 
 def referenced_files(path: str | os.PathLike[str]) -> tuple[StateFile, ...]:
     """The files the state handles of a savepoint's or checkpoint's ``_metadata`` refer to, in
     file order (state small enough to be inlined into ``_metadata`` is not among them)."""
     metadata = _metadata_path(path)
-    parser = _Parser(_read_bytes(metadata), str(metadata), collect_files=True)
-    parser.parse()
+    with _mapped(metadata) as data:
+        parser = _Parser(data, str(metadata), collect_files=True)
+        parser.parse()
     assert parser.files is not None
     return tuple(parser.files)
+
+
+@contextlib.contextmanager
+def _mapped(metadata: Path) -> Iterator[bytes]:
+    """The file's bytes, mapped rather than read: the parser touches what the header and the
+    counts it reads lead it to, so memory follows what the metadata declares, not the file's
+    size (a valid header followed by 300 MB of zeros is refused after a few pages)."""
+    shown = _show_origin(str(metadata))
+    try:
+        with open_regular(metadata) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > _MAX_FILE_SIZE:
+                raise DocumentError(f"{shown}: {size} bytes, too large for a _metadata")
+            if size == 0:
+                data: Any = b""
+            else:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        raise DocumentError(f"{shown}: cannot read it: {_os_error(exc)}") from None
+    try:
+        yield data
+    finally:
+        if isinstance(data, mmap.mmap):
+            data.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -223,3 +223,40 @@ def test_usage_the_readers_cannot_see(
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, "")
     assert one_error(err).startswith(f"error: {message}")
+
+
+# -- 5. --json escapes what text output escapes -----------------------------------------------
+
+UNSAFE = "\u202e\u2066\u2067\u2068\u2069\u200f\u2028\u2029\u0085\x9b\ufeff"
+
+
+def test_the_utf8_pattern_finds_exactly_the_unsafe_characters() -> None:
+    from pytest_opid.text import _UNSAFE, _UNSAFE_UTF8
+
+    for code in range(0x110000):
+        c = chr(code)
+        encoded = c.encode("utf-8", "surrogatepass")
+        assert bool(_UNSAFE.search(c)) == bool(_UNSAFE_UTF8.search(encoded)), hex(code)
+
+
+@pytest.mark.parametrize("command", ["fingerprint", "diff", "check-restore"])
+def test_json_output_escapes_bidi_and_line_separators(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    old = json.loads(json.dumps(JOB))
+    old["nodes"][0]["name"] = f"Source: {UNSAFE}end"
+    new = json.loads(json.dumps(old))
+    new["nodes"][0]["uid"] = f"uid{UNSAFE}"  # a new ID: every report names the operator
+    (tmp_path / "new.json").write_text(json.dumps(new), encoding="utf-8")
+    (tmp_path / "old.json").write_text(json.dumps(old), encoding="utf-8")
+    if command == "check-restore":
+        code, saved, _ = run(capsys, "fingerprint", "--json", str(tmp_path / "old.json"))
+        (tmp_path / "old.json").write_text(saved, encoding="utf-8")
+    paths = [str(tmp_path / "new.json")]
+    if command != "fingerprint":
+        paths.insert(0, str(tmp_path / "old.json"))
+    code, out, err = run(capsys, command, "--json", *paths)
+    assert err == "" and code in (0, 1)
+    assert not any(c in out for c in UNSAFE), "a raw bidi or line-separator character"
+    assert "\\u202e\\u2066\\u2067\\u2068\\u2069\\u200f\\u2028\\u2029\\u0085\\u009b\\ufeff" in out
+    assert f"Source: {UNSAFE}end" in json.dumps(json.loads(out), ensure_ascii=False)
