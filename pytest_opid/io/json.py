@@ -31,6 +31,7 @@ __all__ = [
     "input_limit",
     "joined",
     "key_count",
+    "not_regular",
     "open_regular",
     "parse_json",
     "parse_json_bytes",
@@ -88,7 +89,8 @@ def _too_large(origin: str | os.PathLike[str], size: int | None, limit: int) -> 
     )
 
 
-def _kind(mode: int) -> str:
+def not_regular(mode: int) -> str:
+    """Why a file of ``st_mode`` ``mode`` is not read (it is not a regular file)."""
     if stat.S_ISDIR(mode):
         return "it is a directory, not a file"
     if stat.S_ISFIFO(mode):
@@ -116,7 +118,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise DocumentError(f"{path}: cannot read: {_kind(mode)}")
+            raise DocumentError(f"{path}: cannot read: {not_regular(mode)}")
         if _NONBLOCK:
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")

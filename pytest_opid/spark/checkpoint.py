@@ -19,12 +19,14 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NoReturn
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.io.json import not_regular
 from pytest_opid.spark.tws import user_variables, variable_text
 
 __all__ = [
@@ -352,7 +354,19 @@ class _Reader:
         return os.path.isdir(self.full(rel))
 
     def is_file(self, rel: str) -> bool:
-        return os.path.isfile(self.full(rel))
+        """Whether a regular file is at ``rel`` (a link followed). Anything else there (a
+        directory, a FIFO, a device) is an error naming it, never skipped as if missing:
+        Spark's readers would fail on it, not pass it by."""
+        try:
+            mode = os.stat(self.full(rel)).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.fail(rel, f"cannot examine it ({reason})")
+        if stat.S_ISREG(mode):
+            return True
+        self.fail(rel, f"cannot read it: {not_regular(mode)}")
 
     def listdir(self, rel: str) -> list[str]:
         try:
@@ -363,10 +377,19 @@ class _Reader:
     def read_bytes(self, rel: str) -> bytes:
         path = self.full(rel)
         try:
-            with open(path, "rb") as fh:
-                data = fh.read(_MAX_FILE_BYTES + 1)
+            # Opened without blocking: a FIFO without a writer would keep open() waiting.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
             self.fail(rel, f"cannot read the file ({exc.strerror or type(exc).__name__})")
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                self.fail(rel, f"cannot read it: {not_regular(mode)}")
+            os.set_blocking(fd, True)
+            try:
+                data = fh.read(_MAX_FILE_BYTES + 1)
+            except OSError as exc:
+                self.fail(rel, f"cannot read the file ({exc.strerror or type(exc).__name__})")
         if len(data) > _MAX_FILE_BYTES:
             self.fail(rel, f"larger than {_MAX_FILE_BYTES} bytes, not a checkpoint metadata file")
         return data
@@ -564,13 +587,15 @@ def _read_offsets(r: _Reader, rel: str) -> _OffsetEntry:
     elif version == 2:
         r.fail(rel, "a v2 offset log entry needs its metadata line")
     sources: list[tuple[str, str | None]] = []
+    seen: set[str] = set()  # a set: one scan of the sources per source is quadratic time
     for number, line in enumerate(lines[2:], start=3):
         if version == 2:
             source_id, colon, offset_text = line.partition(":")
             if not colon:
                 r.fail(rel, f"line {number} is not <sourceId>:<offset>: {_quote(line)}")
-            if any(source_id == seen for seen, _ in sources):
+            if source_id in seen:
                 r.fail(rel, f"source {_quote(source_id)} appears twice")
+            seen.add(source_id)
         else:
             source_id, offset_text = str(len(sources)), line
         if offset_text == "-":  # OffsetSeqLog.SERIALIZED_VOID_OFFSET
@@ -631,23 +656,41 @@ def _read_file_source_files(r: _Reader, source_id: str, start: int, end: int) ->
         elif (m := _COMPACT_NAME.fullmatch(name)) is not None:
             compact[int(m.group(1))] = name
     compact_ids = sorted(compact)
-    parsed: dict[str, list[tuple[int, str]]] = {}
-    files: list[str] = []
-    for batch in range(start + 1, end + 1):
-        if batch in plain:
-            name = plain[batch]
-        else:
-            # CompactibleFileStreamLog folds every batch up to a compaction batch into
-            # "<batch>.compact": a batch without its own file is in the next one.
-            i = bisect.bisect_left(compact_ids, batch)
-            if i == len(compact_ids):
+    low, high = start + 1, end
+    # CompactibleFileStreamLog folds every batch up to a compaction batch into
+    # "<batch>.compact": a batch without its own file is in the next compaction's. Past the
+    # last compaction every batch needs its own file; the first one without is reported.
+    tail = max(low, (compact_ids[-1] + 1) if compact_ids else low)
+    if tail <= high:
+        own = sorted(b for b in plain if tail <= b <= high)
+        for batch, found in zip(range(tail, high + 1), [*own, None], strict=False):
+            if batch != found:
                 r.fail(rel_dir, f"no log file holds file source batch {batch}")
-            name = compact[compact_ids[i]]
+    parsed: dict[str, dict[int, list[str]]] = {}
+
+    def entries(name: str) -> dict[int, list[str]]:
+        # Each log file read once, its entries grouped by batch: the work is the files' size,
+        # whatever the span of batches (a large logOffset) and however many share a file.
         if name not in parsed:
-            parsed[name] = _read_file_source_log(r, f"{rel_dir}/{name}")
-        # FileStreamSourceLog.get keeps the entries of the batch asked for.
-        files.extend(path for b, path in parsed[name] if b == batch)
-    return tuple(files)
+            grouped: dict[int, list[str]] = {}
+            for b, path in _read_file_source_log(r, f"{rel_dir}/{name}"):
+                grouped.setdefault(b, []).append(path)
+            parsed[name] = grouped
+        return parsed[name]
+
+    # FileStreamSourceLog.get keeps, per batch, the entries of that batch from its file.
+    chosen = [(b, entries(plain[b]).get(b, [])) for b in sorted(plain) if low <= b <= high]
+    i = bisect.bisect_left(compact_ids, low)
+    previous = compact_ids[i - 1] if i else -1
+    while i < len(compact_ids) and previous < high:
+        holds = range(max(previous + 1, low), min(compact_ids[i], high) + 1)
+        for b, paths in entries(compact[compact_ids[i]]).items():
+            if b in holds and b not in plain:
+                chosen.append((b, paths))
+        previous = compact_ids[i]
+        i += 1
+    chosen.sort(key=lambda item: item[0])  # one entry list per batch, in batch order
+    return tuple(path for _, paths in chosen for path in paths)
 
 
 def _read_file_source_log(r: _Reader, rel: str) -> list[tuple[int, str]]:
@@ -904,14 +947,35 @@ class _DataInput:
         length = int.from_bytes(self.take(2), "big")
         raw = self.take(length)
         # Modified UTF-8: NUL is C0 80, characters past U+FFFF are two 3-byte surrogates and a
-        # 4-byte sequence is malformed.
-        if any(b >= 0xF0 for b in raw):
-            raise UnicodeError("a 4-byte sequence, which modified UTF-8 does not have")
-        return raw.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+        # 4-byte sequence is malformed (DataInputStream.readUTF: UTFDataFormatException).
+        if raw and max(raw) >= 0xF0:
+            at = next(i for i, b in enumerate(raw) if b >= 0xF0)
+            if raw[at] <= 0xF4:
+                raise UnicodeError(
+                    f"byte {raw[at]:#04x} starts a 4-byte sequence, which modified UTF-8 "
+                    "does not have"
+                )
+            raise UnicodeError(f"byte {raw[at]:#04x}, which UTF-8 never holds")
+        try:
+            return raw.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            byte = exc.object[exc.start]
+            raise UnicodeError(f"byte {byte:#04x} is not valid there ({exc.reason})") from None
 
 
 def _join_surrogates(text: str) -> str:
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    """Pairs of surrogates (how modified UTF-8 writes a character past U+FFFF) as the one
+    character they are; a lone one is an error in words, not the UTF-16 codec's."""
+    try:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        lone = _SURROGATE.search(_SURROGATE_PAIR.sub("", text))
+        code = f" (U+{ord(lone.group()):04X})" if lone else ""
+        raise UnicodeError(f"a lone surrogate{code}, which is not text") from None
+
+
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _read_schema_file(r: _Reader, rel: str) -> tuple[int, tuple[ColumnFamilySchema, ...]]:
