@@ -70,10 +70,27 @@ def _parser() -> argparse.ArgumentParser:
         "fingerprint",
         help="print the operator IDs and job vertices of a topology",
         description="Print the operator IDs and job vertices (operator chains, stages) of a "
-        "topology document, execution plan, saved fingerprint or .opid snapshot, or of the "
-        "job a Flink jar's main builds (needs the flink extra: PyFlink's JVM runs it).",
+        "topology document, execution plan, saved fingerprint or .opid snapshot, of the "
+        "job a Flink jar's main builds (needs the flink extra: PyFlink's JVM runs it), or of "
+        "the query a PySpark function returns (--spark MODULE:FUNCTION -- ARGS: called as "
+        "FUNCTION(spark, *ARGS) in a local session; give production's session settings with "
+        "--conf, e.g. --conf spark.sql.shuffle.partitions=200).",
     )
-    fp.add_argument("file", metavar="FILE", help="a file, a JOB.jar, or - for stdin")
+    fp.add_argument("file", metavar="FILE", nargs="?", help="a file, a JOB.jar, or - for stdin")
+    fp.add_argument(
+        "--spark",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="fingerprint the DataFrame, streaming DataFrame or StreamingQuery that "
+        "FUNCTION(spark, *ARGS) returns (MODULE is imported from the current directory)",
+    )
+    fp.add_argument(
+        "--conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with --spark: a session setting, as production sets it (repeatable)",
+    )
     fp.add_argument("--main-class", default=None, help="a jar's entry class (default: manifest)")
     fp.add_argument("program_args", nargs="*", metavar="-- ARGS", help="a jar's program arguments")
     _common_options(fp)
@@ -185,6 +202,16 @@ def _parser() -> argparse.ArgumentParser:
         "confs, stateful operators and their state schemas.",
     )
     checkpoint.add_argument("path", metavar="DIR")
+    checkpoint.add_argument(
+        "dest", metavar="DEST", nargs="?", help="with --slim: the new directory to write"
+    )
+    checkpoint.add_argument(
+        "--slim",
+        action="store_true",
+        help="write to DEST the copy of DIR to keep in a repository: metadata, offsets, "
+        "commits, sources and the state's metadata and schema files, no state data (DEST "
+        "must not exist; the copy is checked to read as DIR)",
+    )
     checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
@@ -246,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_paths(args: argparse.Namespace) -> None:
     """Usage errors argparse cannot see: an empty path (``Path("")`` would read the current
     folder) and stdin named twice (the second reading would find it empty)."""
-    names = ("file", "old", "new", "previous", "program", "path", "output")
+    names = ("file", "old", "new", "previous", "program", "path", "dest", "output")
     given = {
         name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)
     }
@@ -271,7 +298,13 @@ def run() -> NoReturn:
 
 def fingerprint_command(args: argparse.Namespace) -> tuple[int, str | _JsonOutput]:
     """``opid fingerprint``: the table, or the saved form with ``--json``."""
-    if args.file.endswith(".jar"):
+    if args.spark is not None:
+        fingerprint = _spark_fingerprint(args)
+    elif args.file is None:
+        raise _UsageError("give FILE, or --spark MODULE:FUNCTION")
+    elif args.conf:
+        raise _UsageError("--conf is for --spark")
+    elif args.file.endswith(".jar"):
         fingerprint = _jar_fingerprint(args.file, args.main_class, args.program_args)
     elif args.main_class or args.program_args:
         raise _UsageError("--main-class and program arguments are for a JOB.jar")
@@ -384,11 +417,28 @@ def savepoint_command(args: argparse.Namespace) -> tuple[int, str]:
 
 
 def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
-    """``opid checkpoint DIR``: what a Spark streaming checkpoint holds."""
+    """``opid checkpoint DIR``: what a Spark streaming checkpoint holds; ``--slim DIR DEST``:
+    the trimmed copy to keep in a repository."""
+    if args.slim or args.dest is not None:
+        if not (args.slim and args.dest is not None) or args.json:
+            raise _UsageError("write a trimmed copy with: opid checkpoint --slim DIR DEST")
+        from pytest_opid.spark.slim import slim_copy
+
+        return EXIT_OK, slim_copy(args.path, args.dest).summary() + "\n"
     checkpoint = read_checkpoint(args.path)
     if args.json:
         return EXIT_OK, _json(checkpoint.to_dict())
     return EXIT_OK, render_checkpoint(checkpoint) + "\n"
+
+
+def _spark_fingerprint(args: argparse.Namespace) -> Fingerprint:
+    """``--spark MODULE:FUNCTION -- ARGS``: what the function returns, fingerprinted."""
+    if args.main_class or args.format:
+        raise _UsageError("--main-class and --format are not for --spark")
+    from pytest_opid.spark.program import fingerprint_function, parse_conf
+
+    program_args = ([args.file] if args.file is not None else []) + list(args.program_args)
+    return fingerprint_function(args.spark, program_args, parse_conf(args.conf))
 
 
 def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str]) -> Fingerprint:
