@@ -38,7 +38,7 @@ from pytest_opid.render.restore import render_restore
 from pytest_opid.render.table import render_table
 from pytest_opid.restore import check_restore
 from pytest_opid.result import Fingerprint
-from pytest_opid.spark.checkpoint import read_checkpoint
+from pytest_opid.spark.checkpoint import read_checkpoint, watermark_iso
 from pytest_opid.spark.checkpoint import render_text as render_checkpoint
 from pytest_opid.text import escape_unsafe, escape_unsafe_utf8
 
@@ -427,7 +427,11 @@ def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
         return EXIT_OK, slim_copy(args.path, args.dest).summary() + "\n"
     checkpoint = read_checkpoint(args.path)
     if args.json:
-        return EXIT_OK, _json(checkpoint.to_dict())
+        data = checkpoint.to_dict()
+        for key in ("batch_watermark_ms", "committed_watermark_ms"):  # the number stays
+            ms = data.get(key)
+            data[key[: -len("_ms")] + "_iso"] = None if ms is None else watermark_iso(ms)
+        return EXIT_OK, _json(data)
     return EXIT_OK, render_checkpoint(checkpoint) + "\n"
 
 

@@ -22,6 +22,7 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any, NoReturn
 
@@ -59,6 +60,7 @@ _MAX_LOG_BATCHES = 1_000_000  # file source log batches one query batch may span
 _RENDER_DEPTH = 16  # nesting depth of a data type that render_text spells out
 _BATCH_NAME = re.compile(r"[0-9]{1,18}")  # HDFSMetadataLog batch files: the batch id as name
 _COMPACT_NAME = re.compile(r"([0-9]{1,18})\.compact")  # CompactibleFileStreamLog
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # java.io.BufferedReader.readLine
 
 # ---------------------------------------------------------------------------------------------
@@ -1238,6 +1240,25 @@ def _type_text(t: Any, depth: int = 0) -> str:
     return "?"
 
 
+def watermark_iso(ms: int) -> str | None:
+    """An event-time watermark (epoch milliseconds) as ISO-8601 UTC,
+    ``2024-05-01T10:00:00.000Z``; None where no date has that time."""
+    try:
+        moment = _EPOCH + timedelta(milliseconds=ms)
+    except (OverflowError, ValueError):
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _watermark_text(ms: int | None) -> str:
+    if ms is None:
+        return "none recorded"
+    if ms == 0:  # Spark's value before any event time was seen, and without a watermark
+        return "0 ms (none yet)"
+    iso = watermark_iso(ms)
+    return f"{ms} ms" if iso is None else f"{ms} ms = {iso}"
+
+
 def _lines_of(cp: Checkpoint) -> Iterator[str]:
     yield f"checkpoint {_name(cp.path)}"
     yield f"  query id: {_name(cp.query_id)}"
@@ -1247,10 +1268,8 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
         if cp.offset_log_version is not None
         else "  offset log: empty (no batch planned yet)"
     )
-    yield (
-        f"  watermark: {cp.batch_watermark_ms} ms (next after the last commit: "
-        f"{cp.committed_watermark_ms} ms)"
-    )
+    yield f"  watermark: {_watermark_text(cp.batch_watermark_ms)}"
+    yield f"  next batch's watermark (last commit): {_watermark_text(cp.committed_watermark_ms)}"
     yield f"  confs ({len(cp.confs)}):"
     for key, value in sorted(cp.confs.items()):
         yield f"    {_name(key)} = {_name(value)}"
