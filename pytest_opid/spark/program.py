@@ -101,7 +101,10 @@ def fingerprint_function(
             ) from None
         from pytest_opid.io.registry import fingerprint
 
-        return fingerprint(program)
+        try:
+            return fingerprint(program)
+        except TypeError as exc:  # not a DataFrame or query: what fingerprint() takes, in words
+            raise DocumentError(f"--spark {target}: the function's result: {exc}") from None
     finally:
         with contextlib.suppress(Exception):
             if created:

@@ -1,0 +1,23 @@
+"""Functions for ``opid fingerprint --spark`` tests: what a team's module could hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def counts(spark: Any, path: str) -> Any:
+    from pyspark.sql import functions as F
+
+    events = spark.readStream.schema("user long, v long").json(path)
+    return events.groupBy("user").agg(F.sum("v").alias("total"))
+
+
+def not_a_query(spark: Any) -> Any:
+    return 42
+
+
+def broken(spark: Any, path: str) -> Any:
+    raise ValueError(f"no input at {path}\nsecond line")
+
+
+NOT_CALLABLE = "x"

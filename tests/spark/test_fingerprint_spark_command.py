@@ -1,0 +1,91 @@
+"""``opid fingerprint --spark MODULE:FUNCTION -- ARGS`` (issue 20): the fingerprint of the query
+a team's own function returns, under the session settings given with ``--conf``; bad input is
+one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pytest_opid
+from pytest_opid.cli import main
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["fingerprint", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_function_s_query_is_fingerprinted_under_the_given_settings(
+    spark, programs, tmp_path, capsys
+):
+    from spark_programs import counts  # type: ignore[import-not-found]
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    code, out, err = _run(
+        capsys,
+        "--spark",
+        "spark_programs:counts",
+        "--conf",
+        "spark.sql.shuffle.partitions=7",
+        "--json",
+        "--",
+        str(tmp_path),
+    )
+    assert (code, err) == (0, "")
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before  # put back
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    try:
+        expected = pytest_opid.fingerprint(counts(spark, str(tmp_path)))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    got = pytest_opid.fingerprint(json.loads(out))
+    assert got.to_dict() == expected.to_dict()
+    assert 7 in {op.parallelism for op in got.operators}
+    # another setting, another fingerprint: the settings reach the plan
+    code, out, _ = _run(capsys, "--spark", "spark_programs:counts", "--json", "--", str(tmp_path))
+    assert code == 0
+    assert 7 not in {op.parallelism for op in pytest_opid.fingerprint(json.loads(out)).operators}
+
+
+def test_the_table_is_printed_without_json(spark, programs, tmp_path, capsys):
+    code, out, err = _run(capsys, "--spark", "spark_programs:counts", "--", str(tmp_path))
+    assert (code, err) == (0, "")
+    assert "StateStoreSave" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--spark", "spark_programs"], "--spark 'spark_programs': expected MODULE:FUNCTION"),
+        (["--spark", "no_such_module_x:f"], "--spark no_such_module_x:f: cannot import"),
+        (["--spark", "spark_programs:nope"], "--spark spark_programs:nope: spark_programs has no"),
+        (["--spark", "spark_programs:NOT_CALLABLE"], "--spark spark_programs:NOT_CALLABLE: NOT_"),
+        (
+            ["--spark", "spark_programs:broken", "--", "in/"],
+            "--spark spark_programs:broken: the function failed: ValueError: no input at in/\n",
+        ),
+        (
+            ["--spark", "spark_programs:not_a_query"],
+            "--spark spark_programs:not_a_query: the function's result: pytest_opid.fingerprint",
+        ),
+        (["--spark", "spark_programs:counts", "--conf", "novalue"], "--conf 'novalue': expected"),
+        (["--conf", "a=b", "x.json"], "--conf is for --spark"),
+        ([], "give FILE, or --spark MODULE:FUNCTION"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(spark, programs, capsys, argv, message):
+    code, out, err = _run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith("error: " + message) and err.count("\n") == 1
+    assert "Traceback" not in err
