@@ -26,6 +26,7 @@ from pytest_opid.io.json import (
     has_lone_surrogate,
     joined,
     key_count,
+    label,
     parse_json_bytes,
     read_bytes,
 )
@@ -112,7 +113,7 @@ def topology_from_document(doc: Any) -> Topology:
     _reject_unknown(doc, _TOP_KEYS, "the document")
     version = doc.get("version", VERSION)
     if version != VERSION:
-        raise DocumentError(f"unsupported topology document version {version!r} (expected 1)")
+        raise DocumentError(f"unsupported topology document version {label(version)} (expected 1)")
     for key in ("nodes", "edges"):
         if key not in doc:
             raise DocumentError(f"the document has no {key!r} list")
@@ -182,7 +183,7 @@ def _operator(node: Any, position: int) -> Operator:
     if not isinstance(node, Mapping):
         raise DocumentError(f"{where} must be a JSON object, got {describe_json(node)}")
     if "id" in node:
-        where = f"node {node['id']!r} (#{position})"
+        where = f"node {label(node['id'])} (#{position})"
     _reject_unknown(node, _NODE_KEYS, where)
     for key in ("id", "name"):
         if key not in node:
@@ -208,7 +209,7 @@ def _edge(edge: Any, position: int) -> Edge:
     if not isinstance(edge, Mapping):
         raise DocumentError(f"{where} must be a JSON object, got {describe_json(edge)}")
     if "source" in edge and "target" in edge:
-        where = f"edge #{position} ({edge['source']!r} -> {edge['target']!r})"
+        where = f"edge #{position} ({label(edge['source'])} -> {label(edge['target'])})"
     _reject_unknown(edge, _EDGE_KEYS, where)
     for key in ("source", "target"):
         if key not in edge:
@@ -275,7 +276,7 @@ def _enum(
         return None
     try:
         return kind(value)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # Enum's own message reprs the value
         allowed = ", ".join(m.value for m in kind)
         raise DocumentError(
             f"{where}: unknown {key} {_json_repr(value)} (expected one of {allowed}"
@@ -301,7 +302,9 @@ def _json_repr(value: Any) -> str:
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):
-        text = repr(value)
+        text = label(value)
+    except RecursionError:  # a parsed document (a dict) may nest deeper than the stack
+        return f"{describe_json(value)} nested too deeply to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -37,7 +37,7 @@ from itertools import pairwise
 from typing import Any
 
 from pytest_opid.errors import DocumentError, TopologyError
-from pytest_opid.io.json import describe_json, parse_json, read_json
+from pytest_opid.io.json import describe_json, label, parse_json, read_json
 from pytest_opid.model import (
     ChainingStrategy,
     Edge,
@@ -160,17 +160,17 @@ def _nodes(data: Any) -> list[Mapping[str, Any]]:
             raise DocumentError(f"{where} has no 'type' (its name)")
         for key in ("type", "contents"):
             if key in node and not isinstance(node[key], str):
-                raise DocumentError(f"{where}: {key!r} must be a string, got {node[key]!r}")
+                raise DocumentError(f"{where}: {key!r} must be a string, got {label(node[key])}")
         pact = node.get("pact", "Operator")
         if pact == "IterativeDataStream":
             raise DocumentError(f"{where}: stream iterations are not supported (Flink 2 has none)")
         if pact not in _PACTS:
             raise DocumentError(
-                f"{where}: unknown pact {pact!r} (expected one of {', '.join(_PACTS)})"
+                f"{where}: unknown pact {label(pact)} (expected one of {', '.join(_PACTS)})"
             )
         if "parallelism" in node and not _is_int(node["parallelism"]):
             raise DocumentError(
-                f"{where}: 'parallelism' must be an integer, got {node['parallelism']!r}"
+                f"{where}: 'parallelism' must be an integer, got {label(node['parallelism'])}"
             )
         predecessors = node.get("predecessors", [])
         if not isinstance(predecessors, list):
@@ -243,7 +243,7 @@ def _edges(
             except ValueError:
                 allowed = ", ".join(p.value for p in Partitioner)
                 raise DocumentError(
-                    f"{where} (from node {source}): unknown ship_strategy {strategy!r} "
+                    f"{where} (from node {source}): unknown ship_strategy {label(strategy)} "
                     f"(expected one of {allowed})"
                 ) from None
             edges.append(Edge(source, node_id, partitioner, types[position]))
@@ -264,7 +264,7 @@ def _type_numbers(
         ):
             raise DocumentError(
                 f"type_numbers for plan node {node_id} must list one non-negative integer per "
-                f"predecessor ({len(predecessors)}), got {types!r}"
+                f"predecessor ({len(predecessors)}), got {label(types)}"
             )
         return types
     name = node.get("type", node.get("contents"))
@@ -340,7 +340,7 @@ def _apply_output_order(
     if sorted(order, key=lambda x: (not _is_int(x), x if _is_int(x) else 0)) != actual:
         raise DocumentError(
             f"output_order for plan node {source} must list the nodes it feeds "
-            f"({', '.join(map(str, actual))}), each as often as it feeds it; got {order!r}"
+            f"({', '.join(map(str, actual))}), each as often as it feeds it; got {label(order)}"
         )
     return [pending[target].pop(0) for target in order]
 
@@ -355,7 +355,7 @@ def _check_keys(option: str, mapping: Mapping[int, Any] | None, known: set[int])
         raise TypeError(f"{option} must be a mapping of plan node id to value")
     for key in mapping:
         if key not in known:
-            raise DocumentError(f"{option} names node {key!r}, which is not in the plan")
+            raise DocumentError(f"{option} names node {label(key)}, which is not in the plan")
 
 
 def _enum(kind: Any, value: Any, what: str, node_id: int) -> Any:
@@ -366,7 +366,7 @@ def _enum(kind: Any, value: Any, what: str, node_id: int) -> Any:
     except ValueError:
         allowed = ", ".join(m.value for m in kind)
         raise DocumentError(
-            f"plan node {node_id}: unknown {what} {value!r} (expected one of {allowed})"
+            f"plan node {node_id}: unknown {what} {label(value)} (expected one of {allowed})"
         ) from None
 
 
@@ -382,5 +382,5 @@ def _id_of(entry: Any, where: str) -> int:
         raise DocumentError(f"{where} has no 'id'")
     value = entry["id"]
     if not _is_int(value):
-        raise DocumentError(f"{where}: 'id' must be an integer, got {value!r}")
+        raise DocumentError(f"{where}: 'id' must be an integer, got {label(value)}")
     return value

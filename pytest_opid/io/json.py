@@ -31,6 +31,7 @@ __all__ = [
     "input_limit",
     "joined",
     "key_count",
+    "label",
     "not_regular",
     "open_regular",
     "parse_json",
@@ -367,7 +368,19 @@ def short(value: Any, limit: int = 80) -> str:
         text = json.dumps(value, ensure_ascii=True)
     except (TypeError, ValueError):
         text = repr(value)
+    except RecursionError:  # a parsed value (a dict) may nest deeper than the stack
+        return f"{describe_json(value)} nested too deeply to show"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def label(value: Any, limit: int = 60) -> str:
+    """A value for an error message in Python's spelling (``'Map'``, ``3``) where it is a
+    scalar, else as :func:`short` gives it: the repr of a container recurses without limit,
+    and a parsed document (a dict) may nest deeper than the stack."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        text = repr(value)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+    return short(value, limit)
 
 
 def check_hex_id(value: Any, where: str) -> str:

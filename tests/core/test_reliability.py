@@ -260,3 +260,68 @@ def test_json_output_escapes_bidi_and_line_separators(
     assert not any(c in out for c in UNSAFE), "a raw bidi or line-separator character"
     assert "\\u202e\\u2066\\u2067\\u2068\\u2069\\u200f\\u2028\\u2029\\u0085\\u009b\\ufeff" in out
     assert f"Source: {UNSAFE}end" in json.dumps(json.loads(out), ensure_ascii=False)
+
+
+# -- 9. a parsed document nested deeper than the stack ------------------------------------------
+
+
+def nested(depth: int) -> dict:
+    deep: dict = {}
+    inner = deep
+    for _ in range(depth):
+        inner["x"] = [{}]
+        inner = inner["x"][0]
+    return deep
+
+
+def places(value: object, path: tuple = ()) -> list[tuple]:
+    """Every place in a parsed JSON value (dict keys and list indices), the value itself too."""
+    out, todo = [], [(value, path)]
+    while todo:
+        item, where = todo.pop()
+        out.append(where)
+        if isinstance(item, dict):
+            todo += [(v, (*where, k)) for k, v in item.items()]
+        elif isinstance(item, list):
+            todo += [(v, (*where, i)) for i, v in enumerate(item)]
+    return [p for p in out if p]
+
+
+PLAN = {
+    "nodes": [
+        {"id": 1, "type": "Source", "pact": "Data Source", "contents": "S", "parallelism": 1},
+        {
+            "id": 2,
+            "type": "Map",
+            "pact": "Operator",
+            "contents": "Map",
+            "parallelism": 1,
+            "predecessors": [{"id": 1, "ship_strategy": "FORWARD", "side": "second"}],
+        },
+    ]
+}
+
+
+def test_a_value_nested_deeper_than_the_stack_is_an_error_at_every_place() -> None:
+    """fingerprint() of a dict: a value nested 3,000 levels deep anywhere in a document, a plan
+    or a saved fingerprint is an error in one short line, never a RecursionError while the
+    message is built (repr and json.dumps of such a value recurse)."""
+    from pytest_opid import fingerprint
+    from pytest_opid.errors import OpidError
+
+    deep = nested(3000)
+    job = dict(JOB, edges=[{"source": 1, "target": 2, "partitioner": "HASH"}])
+    refused = 0
+    for shape in (job, PLAN, fingerprint(JOB).to_dict()):
+        for place in places(shape):
+            document = json.loads(json.dumps(shape))
+            target = document
+            for key in place[:-1]:
+                target = target[key]
+            target[place[-1]] = deep
+            try:
+                fingerprint(document)  # a RecursionError fails the test
+            except OpidError as exc:
+                assert "\n" not in str(exc) and len(str(exc)) < 400
+                refused += 1
+    assert refused > 60  # all but the plan's "side", which Flink's plan importer ignores
