@@ -7,8 +7,11 @@ character escaped (:func:`pytest_opid.text.quote`), which keeps the format one l
 unambiguous, so :func:`loads` reads back exactly the :class:`Fingerprint` that was written.
 
 Format 2 adds a ``[job]`` section (engine and mode) and optional sections for what restore
-checks use (max parallelism, statefulness, state store schemas, sources). Format 1 files (no
-engine tag) are still read.
+checks use (max parallelism, statefulness, state store schemas, sources). Format 3 writes each
+state store's key and value schema on a row of its own, in DDL form (``struct<count: bigint>``,
+:mod:`pytest_opid.io.schema`), one field per line where the type is long; a schema without an
+exact DDL form stays JSON-quoted. Formats 1 (no engine tag) and 2 (schemas as quoted JSON) are
+still read.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import open_regular, read_text
+from pytest_opid.io.schema import fields_text, schema_json, schema_text, unclosed
 from pytest_opid.model import gc_paused
 from pytest_opid.result import (
     ChainedOperator,
@@ -38,9 +42,11 @@ __all__ = ["HEADER", "PREFIX", "dumps", "is_snapshot", "loads", "read_snapshot"]
 
 #: The start of every snapshot's first line, whatever its format.
 PREFIX = "# pytest-opid topology snapshot"
-#: First line of the snapshots this release writes; :func:`loads` reads formats 1 and 2.
-HEADER = f"{PREFIX}, format 2"
-_HEADERS = {f"{PREFIX}, format 1": 1, HEADER: 2}
+#: First line of the snapshots this release writes; :func:`loads` reads formats 1 to 3.
+HEADER = f"{PREFIX}, format 3"
+_HEADERS = {f"{PREFIX}, format 1": 1, f"{PREFIX}, format 2": 2, HEADER: 3}
+#: A schema's DDL longer than this is written one field per line.
+_LONG_SCHEMA = 72
 
 _JOB = "[job]"
 _OPERATORS = "[operators]"
@@ -119,18 +125,14 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
             ],
         )
         stores = [
-            (
-                str(s.state_operator_id),
-                quote(st.name),
-                _quote(st.key_schema),
-                _quote(st.value_schema),
-            )
+            (str(s.state_operator_id), quote(st.name), part, schema)
             for s in fp.state_operators
             for st in s.stores
+            for part, schema in (("key", st.key_schema), ("value", st.value_schema))
         ]
         if stores:
             lines += ["", _STORES]
-            lines += _table(("state", "store", "key_schema", "value_schema"), stores)
+            lines += _store_rows(stores)
         facts = [
             (str(s.state_operator_id), quote(fact), quote(value))
             for s in fp.state_operators
@@ -180,8 +182,28 @@ def _columns(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
     return list(map(str.rstrip, map("  ".join, zip(*padded, cells[-1], strict=True))))
 
 
-def _quote(value: str | None) -> str:
-    return _NONE if value is None else quote(value)
+def _store_rows(rows: list[tuple[str, str, str, str | None]]) -> list[str]:
+    """Format 3's ``[state stores]``: a row per key or value schema, in DDL form where it has
+    an exact one (else JSON-quoted), a long struct one field per line below its row."""
+    cells = []
+    below = []
+    for state, store, part, schema in rows:
+        text = None if schema is None else schema_text(schema)
+        fields = fields_text(text) if text is not None and len(text) > _LONG_SCHEMA else None
+        if schema is None:
+            cells.append((state, store, part, _NONE))
+        elif text is None:
+            cells.append((state, store, part, quote(schema)))
+        elif fields is None or len(fields) < 2:
+            cells.append((state, store, part, text))
+        else:
+            cells.append((state, store, part, "struct<"))
+            below.append((len(cells), [*(f + "," for f in fields[:-1]), fields[-1]]))
+    lines = _table(("state", "store", "part", "schema"), cells)
+    for row, fields in reversed(below):  # the header is lines[0]: row n is lines[n]
+        indent = " " * (len(lines[row]) - len("struct<"))
+        lines[row + 1 : row + 1] = [*(f"{indent}  {f}" for f in fields), f"{indent}>"]
+    return lines
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -206,7 +228,11 @@ def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
 
 #: The sections every snapshot of a format has, even one of no operators: dumps() always writes
 #: them, so a file without one was cut short (or mangled), not written so.
-_REQUIRED = {1: (_OPERATORS, _VERTICES), 2: (_JOB, _OPERATORS, _VERTICES)}
+_REQUIRED = {
+    1: (_OPERATORS, _VERTICES),
+    2: (_JOB, _OPERATORS, _VERTICES),
+    3: (_JOB, _OPERATORS, _VERTICES),
+}
 
 
 def _check_whole(lines: list[str], version: int, origin: str, text: str = "") -> None:
@@ -242,8 +268,16 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
     stores: dict[int, list[StateStore]] = {}
     meaning: dict[int, list[tuple[str, str]]] = {}
     sources: list[str] | None = None
+    schemas: dict[tuple[int, str], dict[str, str | None]] = {}  # format 3's [state stores]
+    pending: list[Any] | None = None  # a schema written over several lines, so far
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
+        if pending is not None:
+            pending[-1] += " " + line
+            if unclosed(pending[-1]) <= 0:
+                _store_schema(schemas, *pending)
+                pending = None
+            continue
         if not line or line.startswith("#"):
             continue
         where = f"{origin}, line {number}"
@@ -292,6 +326,18 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
                     _string(kind, where),
                 )
             )
+        elif section == _STORES and version >= 3:
+            match = _STORE_ROW.fullmatch(line)
+            if match is None:
+                raise DocumentError(
+                    f"{where}: expected state, store, key or value, and a schema (or -)"
+                )
+            state_no, store, part, schema = match.groups()
+            row: list[Any] = [where, _int(state_no, where), _string(store, where), part, schema]
+            if not schema.startswith('"') and unclosed(schema) > 0:
+                pending = row
+            else:
+                _store_schema(schemas, *row)
         elif section == _STORES:
             state_no, store, key_schema, value_schema = _arity(cells, 4, where)
             stores.setdefault(_int(state_no, where), []).append(
@@ -313,6 +359,12 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
             sources.append(_string(name, where))
         else:
             raise DocumentError(f"{where}: a row outside the [operators] section")
+    if pending is not None:
+        raise DocumentError(f"{pending[0]}: the schema's struct<...> is never closed")
+    for (state_number, store_name), parts in schemas.items():
+        stores.setdefault(state_number, []).append(
+            StateStore(store_name, parts.get("key"), parts.get("value"))
+        )
     mode = job.get("mode", "streaming")
     if mode not in ("streaming", "batch"):
         raise DocumentError(f'{origin}: mode must be "streaming" or "batch"')
@@ -589,6 +641,33 @@ def _assemble(
         for number, vid, par, name in vertices
     )
     return Fingerprint(tuple(operators), job_vertices, None if states is None else tuple(states))
+
+
+#: A format 3 ``[state stores]`` row: state, store, part, and the schema (the rest of the line).
+_STORE_ROW = re.compile(r'(-?[0-9]{1,10})\s+("(?:[^"\\]|\\.)*")\s+(key|value)\s+(\S.*)')
+
+
+def _store_schema(
+    schemas: dict[tuple[int, str], dict[str, str | None]],
+    where: str,
+    state: int,
+    store: str,
+    part: str,
+    cell: str,
+) -> None:
+    """One format 3 schema cell (``-``, a JSON-quoted schema or DDL) into ``schemas``."""
+    parts = schemas.setdefault((state, store), {})
+    if part in parts:
+        raise DocumentError(f"{where}: a second {part} schema for state {state}, store {store!r}")
+    if cell == _NONE:
+        parts[part] = None
+    elif cell.startswith('"'):
+        parts[part] = _string(cell, where)
+    else:
+        try:
+            parts[part] = schema_json(cell)
+        except ValueError as exc:
+            raise DocumentError(f"{where}: malformed {part} schema: {exc}") from None
 
 
 def _cells(line: str, where: str) -> list[str]:
