@@ -35,6 +35,8 @@ class StateReading(NamedTuple):
     operator_name: str
     stores: tuple[StateStore, ...]
     processor: ProcessorRecord | None = None
+    #: transformWithState's state encoding (``unsaferow``, ``avro``): decides how values evolve
+    encoding: str | None = None
 
 
 class PlanReading(NamedTuple):
@@ -323,7 +325,8 @@ class _Jvm:
             raise OpidError("the plan JSON and the plan disagree")
         conf = session.conf()
         widen = conf.get(_ALWAYS_NULLABLE, "true").lower() == "true"
-        avro = conf.get(_ENCODING, "unsaferow").lower() == "avro"
+        encoding = conf.get(_ENCODING, "unsaferow").lower()
+        avro = encoding == "avro"
         out = []
         for i in wanted:
             node = everything.apply(i)
@@ -333,7 +336,8 @@ class _Jvm:
                 stores, record = (), exc.record
             except Exception:  # py4j: an operator this Spark version builds differently
                 stores, record = (), None  # unknown: restore checks say they cannot check them
-            out.append(StateReading(node.shortName(), stores, record))
+            tws = classes[i].startswith("TransformWithState")
+            out.append(StateReading(node.shortName(), stores, record, encoding if tws else None))
         return tuple(out)
 
     def _everything(self) -> Any:

@@ -393,7 +393,11 @@ def _tws_meaning(reading: Any, kind: str) -> tuple[tuple[str, str], ...]:
     (:func:`~pytest_opid.spark.tws.transform_with_state_meaning`); nothing for other kinds."""
     if not kind.startswith("transformWithState"):
         return ()
-    return transform_with_state_meaning(tuple(reading.stores), getattr(reading, "processor", None))
+    return transform_with_state_meaning(
+        tuple(reading.stores),
+        getattr(reading, "processor", None),
+        getattr(reading, "encoding", None),
+    )
 
 
 def _check_plan(plan: Any, what: str) -> list[dict[str, Any]]:

@@ -54,6 +54,7 @@ from pytest_opid.result import (
 from pytest_opid.spark.checkpoint import Checkpoint
 from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT, checkpoint_meaning, compare_meaning
 from pytest_opid.spark.plan import PROPERTIES_STORE
+from pytest_opid.spark.tws import ENCODING_FACT
 from pytest_opid.text import plural, printable, quote
 
 __all__ = [
@@ -290,7 +291,8 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
             sources=sources,
             named=named,
             nullability_known=True,
-            avro=False,
+            # transformWithState's encoding, which the checkpoint pins (spark.tws records it)
+            avro=any((ENCODING_FACT, "avro") in s.meaning for s in state_ops),
         ),
         new,
         None,

@@ -45,6 +45,7 @@ from typing import Any
 from pytest_opid.result import UNKNOWN, StateStore
 
 __all__ = [
+    "ENCODING_FACT",
     "PROPERTIES",
     "ProcessorRecord",
     "RecordingHandle",
@@ -61,6 +62,9 @@ __all__ = [
 PROPERTIES = "operatorProperties"
 
 _KINDS = ("ValueState", "ListState", "MapState")
+#: The meaning fact of a transformWithState's state encoding (``spark.sql.streaming.stateStore
+#: .encodingFormat``, pinned by the checkpoint): under ``avro`` values may evolve.
+ENCODING_FACT = "state encoding"
 
 
 @dataclass(frozen=True)
@@ -455,12 +459,15 @@ def variable_text(info: Mapping[str, Any], ttl_ms: int | None = None) -> str:
 
 
 def transform_with_state_meaning(
-    stores: Sequence[StateStore], processor: ProcessorRecord | None
+    stores: Sequence[StateStore],
+    processor: ProcessorRecord | None,
+    encoding: str | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """The meaning facts of a transformWithState operator: ``processor`` (its class),
-    ``time mode``, ``output mode`` (as Spark records them in the operator properties) and one
+    ``time mode``, ``output mode`` (as Spark records them in the operator properties), one
     ``state variable <name>`` per variable the processor declares, from the column families
-    Spark writes (``stores``, read from the JVM), with the TTL duration the processor gives.
+    Spark writes (``stores``, read from the JVM), with the TTL duration the processor gives,
+    and the ``state encoding`` (``unsaferow``, ``avro``: how Spark lets values evolve).
     Without stores (the variables could not be read) the variables are :data:`UNKNOWN` and the
     fact ``could not inspect`` says why."""
     facts: list[tuple[str, str]] = [
@@ -472,10 +479,14 @@ def transform_with_state_meaning(
         facts += [("time mode", UNKNOWN), ("output mode", UNKNOWN), ("state variables", UNKNOWN)]
         if processor is not None and processor.reason:
             facts.append(("could not inspect", processor.reason))
+        if encoding:
+            facts.append((ENCODING_FACT, encoding))
         return tuple(facts)
     facts.append(("time mode", str(props.get("timeMode", UNKNOWN))))
     facts.append(("output mode", str(props.get("outputMode", UNKNOWN))))
     ttl = processor.ttl if processor is not None and processor.calls is not None else {}
     for name, info in user_variables(stores).items():
         facts.append((f"state variable {name}", variable_text(info, ttl.get(name))))
+    if encoding:
+        facts.append((ENCODING_FACT, encoding))
     return tuple(facts)
