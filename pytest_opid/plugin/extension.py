@@ -28,6 +28,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from pytest_opid.comparison import Check, compare
 from pytest_opid.errors import DocumentError, OpidError
+from pytest_opid.io.json import input_limit
 from pytest_opid.io.registry import engine_rules, fingerprint
 from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.render.explain import render
@@ -142,7 +143,13 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise SnapshotPathError(snapshot_location, "is not a regular file")
-            data = f.read()
+            limit = input_limit()
+            data = f.read(limit + 1)  # a snapshot is read to the limit of any input
+        if len(data) > limit:
+            return Unreadable(
+                f"more than the {limit}-byte limit of an input (OPID_MAX_INPUT_BYTES), "
+                "not a snapshot pytest-opid wrote"
+            )
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:

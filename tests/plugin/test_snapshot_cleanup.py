@@ -235,3 +235,14 @@ def test_a_snapshot_that_cannot_be_written_names_its_path(tmp_path: Path) -> Non
     assert str(caught.value) == (
         f"{path}: cannot be written (No such file or directory); the old file, if any, is unchanged"
     )
+
+
+def test_a_snapshot_larger_than_the_input_limit_is_unreadable_not_read_whole(
+    pytester: pytest.Pytester, suite: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (pytester.path / "fail.txt").write_text("no")
+    monkeypatch.setenv("OPID_MAX_INPUT_BYTES", "100")
+    result = run(pytester, "-k", "test_2")
+    result.assert_outcomes(failed=1)
+    assert "more than the 100-byte limit of an input (OPID_MAX_INPUT_BYTES)" in result.stdout.str()
+    assert snapshots(pytester) == suite
