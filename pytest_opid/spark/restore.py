@@ -46,14 +46,16 @@ from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.result import (
+    UNKNOWN,
     Fingerprint,
     RestoreCheck,
     RestoreProblem,
     StateOperator,
 )
 from pytest_opid.spark.checkpoint import Checkpoint
-from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT, checkpoint_meaning, compare_meaning
+from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT
 from pytest_opid.spark.plan import PROPERTIES_STORE
+from pytest_opid.spark.reinterpret import checkpoint_meaning, compare_meaning
 from pytest_opid.spark.tws import ENCODING_FACT
 from pytest_opid.text import plural, printable, quote
 
@@ -754,7 +756,14 @@ class _Checker:
         )
 
     def properties(self, old: _Operator, new: _Operator) -> None:
-        if new.name not in _TRANSFORM_WITH_STATE or not old.properties or not new.properties:
+        """transformWithState's operator properties as Spark checks them after the schemas
+        (``TransformWithStateExec.validateNewMetadata``): time mode, output mode, a variable's
+        kind; then what Spark does not check (a variable no longer declared, the processor
+        class, a TTL's duration)."""
+        if new.name not in _TRANSFORM_WITH_STATE:
+            return
+        if not old.properties or not new.properties:
+            self.not_inspected(old, new)
             return
         try:
             before, after = json.loads(old.properties), json.loads(new.properties)
@@ -812,15 +821,75 @@ class _Checker:
                 "matches state variables by name, so a renamed variable loses its state."
             )
             if gone:  # Spark restarts and drops what the processor kept there, silently
-                self.reinterpret(
-                    "state_meaning",
-                    message + " Spark restarts, and the results are wrong: the processor "
-                    "starts the new variable empty for every key, as if it had never seen "
-                    "them." + _FIX_MEANING,
-                    **where,
+                effect = (
+                    " Spark restarts, and the results are wrong: the state of "
+                    f"{', '.join(map(quote, gone))} is dropped silently, and a variable "
+                    "declared under a new name starts empty for every key, as if the processor "
+                    "had never seen them."
+                    if added
+                    else " Spark restarts and its state is dropped silently: what the processor "
+                    f"kept in {', '.join(map(quote, gone))} for every key is no longer read; "
+                    "if the processor still needs it, the results are wrong."
                 )
+                self.reinterpret("state_meaning", message + effect + _FIX_MEANING, **where)
             else:
                 self.warn("state_config", message, **where)
+        self.processor(old, new, [n for n in old_vars if n in new_vars])
+
+    def not_inspected(self, old: _Operator, new: _Operator) -> None:
+        """A transformWithState whose state variables could not be learned (spark.tws)."""
+        reason = dict(new.meaning).get("could not inspect") or dict(old.meaning).get(
+            "could not inspect"
+        )
+        if not reason:
+            return  # schemas() already says that no schemas were recorded
+        self.warn(
+            "state_config",
+            f"state/{new.number} ({new.name}): {printable(reason)}. Spark runs the processor's "
+            "init() when the query starts and checks its state variables against "
+            f"{self.old.origin}: their kinds (STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE), key "
+            "and value schemas and TTL (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE, "
+            "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE), the time mode and the output mode "
+            "(STATE_STORE_INVALID_CONFIG_AFTER_RESTART). None of them was compared: this "
+            "verdict covers the operator's name and position only.\n"
+            "Fix:\n"
+            "  - declare the state variables in init() from values the code holds (no file, "
+            "service, timer or state access there)\n"
+            "  - or let Spark's pre-init worker run init(): PYSPARK_PYTHON set to a Python "
+            "with pyspark and the processor's imports",
+            state_id=str(new.number),
+            operator_id=new.operator_id,
+            name=old.name,
+        )
+
+    def processor(self, old: _Operator, new: _Operator, kept: Sequence[str]) -> None:
+        """What Spark does not check when a transformWithState restarts: which processor reads
+        the variables, and a TTL's duration (facts of the fingerprints, spark.tws)."""
+        before, after = dict(old.meaning), dict(new.meaning)
+        where = {"state_id": str(new.number), "operator_id": new.operator_id, "name": old.name}
+        was, now = before.get("processor"), after.get("processor")
+        if was and now and UNKNOWN not in (was, now) and was != now and kept:
+            self.warn(
+                "state_meaning",
+                f"state/{new.number} ({new.name}): the stateful processor is now "
+                f"{printable(now)} instead of {printable(was)}. Spark does not check it: "
+                f"{printable(now)} gets the state {printable(was)} kept in "
+                f"{', '.join(map(quote, kept))} (matched by name) and must read it as "
+                f"{printable(was)} wrote it.",
+                **where,
+            )
+        for name in kept:
+            old_ttl = _ttl_ms(before.get(f"state variable {name}"))
+            new_ttl = _ttl_ms(after.get(f"state variable {name}"))
+            if old_ttl is not None and new_ttl is not None and old_ttl != new_ttl:
+                self.warn(
+                    "state_config",
+                    f"state/{new.number} ({new.name}): the TTL of state variable {quote(name)} "
+                    f"changes from {old_ttl} ms to {new_ttl} ms. Spark restarts; the values "
+                    "already in the state keep the expiry the old TTL gave them until they "
+                    "are updated.",
+                    **where,
+                )
 
     def unchecked_schemas(self, first: int) -> None:
         """The session turned Spark's state schema check off: the schema problems found from
@@ -1112,6 +1181,14 @@ def _variables(properties: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(var, dict) and isinstance(var.get("stateName"), str):
             out[var["stateName"]] = str(var.get("stateVariableType"))
     return out
+
+
+def _ttl_ms(fact: str | None) -> int | None:
+    """The TTL of a ``state variable`` meaning fact (``..., TTL 60000 ms``), if it says one."""
+    if not fact or not fact.endswith(" ms") or ", TTL " not in fact:
+        return None
+    text = fact.rsplit(", TTL ", 1)[1][: -len(" ms")]
+    return int(text) if text.isdigit() else None
 
 
 def _python_value(setting: str, value: Any) -> str:
