@@ -4,16 +4,28 @@ Registered as the ``opid_spark`` pytest11 entry point. PySpark is imported only 
 for the ``spark`` fixture, so the plugin costs nothing where PySpark is not installed. A
 ``spark`` fixture in the user's conftest simply overrides this one; a SparkSession that is
 already active (built by the user's own session fixture or plugin) is reused and left running.
+
+The JVM it starts is quiet: its log4j2 configuration (:data:`LOG4J2`, passed with
+``spark.driver.extraJavaOptions``) logs errors only, so neither Spark's start-up lines ("Using
+Spark's default log4j profile", "Setting default log level", WARN lines about the host name or
+native libraries) nor its warnings during the tests end up in a test's output, while an ERROR
+still does. The one line the JVM itself prints at start-up (``WARNING: Using incubator modules``)
+is dropped on its way: the JVM's stderr goes through a pipe whose lines a thread passes on to
+this process's stderr, wherever pytest points it at that moment.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-__all__ = ["SPARK_CONF", "spark"]
+__all__ = ["LOG4J2", "SPARK_CONF", "spark"]
 
 #: The settings of the session the fixture builds. Adaptive execution is off so plans are the
 #: static ones pytest-opid fingerprints; few shuffle partitions keep local runs fast.
@@ -28,6 +40,23 @@ SPARK_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
 }
+
+#: The JVM's log4j2 configuration: errors only, on stderr. Every logger under org.apache.spark
+#: is set too, so that Spark, finding a configured logger, does not announce a default level.
+LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+"""
+
+#: Lines the JVM prints at start-up whatever its logging configuration says.
+_JVM_NOISE = (b"WARNING: Using incubator modules:",)
 
 
 @pytest.fixture(scope="session")
@@ -48,9 +77,46 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = builder.config("spark.sql.warehouse.dir", str(warehouse)).getOrCreate()
+    log4j2 = tmp_path_factory.mktemp("spark-conf") / "log4j2.properties"
+    log4j2.write_text(LOG4J2, encoding="utf-8")
+    builder = builder.config(
+        "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j2.as_uri()}"
+    )
+    with _filtered_stderr():
+        session = builder.config("spark.sql.warehouse.dir", str(warehouse)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:
         session.stop()
+
+
+@contextmanager
+def _filtered_stderr() -> Iterator[None]:
+    """A process started inside (the JVM) gets a pipe as its stderr, for good; a daemon thread
+    passes every line on to file descriptor 2 as it is when the line arrives (pytest's capture
+    of the running test, or the terminal), except :data:`_JVM_NOISE`. POSIX only."""
+    if os.name != "posix":
+        yield
+        return
+    read, write = os.pipe()
+    saved = os.dup(2)
+    threading.Thread(target=_forward, args=(read,), name="opid-jvm-stderr", daemon=True).start()
+    os.dup2(write, 2)
+    os.close(write)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)  # this process's stderr is its own again; the JVM keeps the pipe
+        os.close(saved)
+
+
+def _forward(read: int) -> None:
+    """Read the pipe to its end (the JVM's exit) and never stop early: a full pipe would
+    block the JVM's next write."""
+    with open(read, "rb") as pipe:
+        for line in pipe:
+            if line.startswith(_JVM_NOISE):
+                continue
+            with contextlib.suppress(OSError):  # no stderr: the line is lost, not the pipe
+                os.write(2, line)
