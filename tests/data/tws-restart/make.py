@@ -24,6 +24,7 @@ keeping the metadata, offsets, commits, source logs and state schema / operator 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import io
 import json
@@ -161,7 +162,9 @@ TTL = 3_600_000
 PT = {"time_mode": "ProcessingTime"}
 CASTED = 'F.col("k").cast("long").alias("k")'
 #: refactor -> (A's variables, A's options, B's variables, B's options, extra session confs)
-REFACTORS: dict[str, tuple[tuple[Var, ...], dict[str, Any], tuple[Var, ...], dict[str, Any], dict]] = {
+REFACTORS: dict[
+    str, tuple[tuple[Var, ...], dict[str, Any], tuple[Var, ...], dict[str, Any], dict]
+] = {
     "add_variable": ((CNT,), {}, (CNT, LAST), {}, {}),
     "remove_variable": ((CNT, LAST), {}, (CNT,), {}, {}),
     "rename_variable": ((CNT,), {}, (("total", "value", "c long", None, None),), {}, {}),
@@ -192,7 +195,13 @@ REFACTORS: dict[str, tuple[tuple[Var, ...], dict[str, Any], tuple[Var, ...], dic
         PT,
         {},
     ),
-    "change_grouping_key_type": ((CNT,), {"key": '"k"'}, (CNT,), {"key": '"k"', "long_k": True}, {}),
+    "change_grouping_key_type": (
+        (CNT,),
+        {"key": '"k"'},
+        (CNT,),
+        {"key": '"k"', "long_k": True},
+        {},
+    ),
     "cast_grouping_key_in_groupby": ((CNT,), {"key": '"k"'}, (CNT,), {"key": CASTED}, {}),
     "change_time_mode": ((CNT,), {}, (CNT,), PT, {}),
     "swap_processor_class": ((CNT,), {}, (CNT,), {"cls": "TotalProcessor"}, {}),
@@ -227,16 +236,36 @@ def cases() -> list[dict[str, Any]]:
     out = []
     for api, template in APIS.items():
         for refactor, (a_vars, a_opts, b_vars, b_opts, confs) in REFACTORS.items():
-            session = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stateStore.providerClass": ROCKSDB, **confs}
+            session = {
+                "spark.sql.shuffle.partitions": "2",
+                "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+                **confs,
+            }
             out.append(
                 {
-                    "case": {"id": f"{template}__{refactor}", "template": template, "refactor": refactor, "api": api, "spark_version": "4.3.0"},
+                    "case": {
+                        "id": f"{template}__{refactor}",
+                        "template": template,
+                        "refactor": refactor,
+                        "api": api,
+                        "spark_version": "4.3.0",
+                    },
                     "before_code": code(api, a_vars, **a_opts),
                     "after_code": code(api, b_vars, **b_opts),
                     "session_conf_before": session,
                     "session_conf_after": session,
-                    "sink": {"format": "noop", "output_mode": "update" if b_opts.get("output_mode", "Update") == "Update" else "append"},
-                    "sink_before": {"format": "noop", "output_mode": "update" if a_opts.get("output_mode", "Update") == "Update" else "append"},
+                    "sink": {
+                        "format": "noop",
+                        "output_mode": "update"
+                        if b_opts.get("output_mode", "Update") == "Update"
+                        else "append",
+                    },
+                    "sink_before": {
+                        "format": "noop",
+                        "output_mode": "update"
+                        if a_opts.get("output_mode", "Update") == "Update"
+                        else "append",
+                    },
                 }
             )
     return out
@@ -276,7 +305,9 @@ def session() -> Any:
     return spark
 
 
-def run_query(spark: Any, rec: dict[str, Any], which: str, folder: Path, checkpoint: Path) -> list[dict]:
+def run_query(
+    spark: Any, rec: dict[str, Any], which: str, folder: Path, checkpoint: Path
+) -> list[dict]:
     ns: dict[str, Any] = {}
     exec(rec[f"{which}_code"], ns)
     s = spark.newSession()
@@ -332,10 +363,8 @@ def failure(exc: BaseException) -> dict[str, Any]:
     while java is not None and seen < 20:
         seen += 1
         condition = None
-        try:
+        with contextlib.suppress(Exception):
             condition = java.getCondition()
-        except Exception:
-            pass
         chain.append(
             {
                 "class": java.getClass().getName(),
@@ -388,7 +417,12 @@ def phase_b(root: Path, recs: list[dict[str, Any]]) -> None:
         out: dict[str, Any] = {}
         try:
             batches = run_query(spark, rec, "after", folder, folder / "checkpoint")
-            out["spark"] = {"restarted": bool(batches), "error_class": None, "outcome": "restarted", "batches": batches}
+            out["spark"] = {
+                "restarted": bool(batches),
+                "error_class": None,
+                "outcome": "restarted",
+                "batches": batches,
+            }
         except Exception as exc:
             out["spark"] = failure(exc)
         control = folder / "control"
@@ -400,7 +434,14 @@ def phase_b(root: Path, recs: list[dict[str, Any]]) -> None:
             out["control_fresh_checkpoint_ok"] = False
             out["control_failure"] = failure(exc)
         (folder / "b.json").write_text(json.dumps(out, default=str))
-        print("B", cid, out["spark"]["outcome"], "control", out["control_fresh_checkpoint_ok"], flush=True)
+        print(
+            "B",
+            cid,
+            out["spark"]["outcome"],
+            "control",
+            out["control_fresh_checkpoint_ok"],
+            flush=True,
+        )
 
 
 def trimmed_tar(checkpoint: Path, target: Path) -> None:
@@ -444,7 +485,9 @@ def main() -> None:
         folder = root / rec["case"]["id"]
         kept = folder / "checkpoint-before-restart"
         shutil.rmtree(kept, ignore_errors=True)
-        if (folder / "checkpoint").is_dir() and "a_failed" not in json.loads((folder / "a.json").read_text()):
+        if (folder / "checkpoint").is_dir() and "a_failed" not in json.loads(
+            (folder / "a.json").read_text()
+        ):
             shutil.copytree(folder / "checkpoint", kept)
             write_batch(folder / "in0", 3, len(rec["case"]["id"]))
     subprocess.run([*me, "--phase", "b"], check=True)  # another process: another JVM
