@@ -43,6 +43,7 @@ h1{font-size:20px}h2{font-size:16px;margin-top:32px}
 .notes{color:#52606d;font-size:13px}
 pre{background:#f5f7fa;border:1px solid #d9e2ec;border-radius:6px;padding:10px;overflow:auto;
 font-size:12px;white-space:pre}
+pre.failure,pre.explanation{white-space:pre-wrap;overflow-wrap:break-word}
 pre.failure{background:#fde3e1;border-color:#e4a7a1}
 .badge{display:inline-block;border-radius:4px;padding:1px 6px;font-size:12px;margin-right:6px}
 .failed{background:#fde3e1;color:#8a1c12}.passed{background:#e2f6e6;color:#1b5e20}
@@ -81,7 +82,7 @@ def scene_html_fragment(scene: Scene, direction: str = "TB", *, id_prefix: str =
         f'<div class="picture">{scene_svg(scene, direction=direction, id_prefix=id_prefix)}</div>',
     ]
     if scene.explanation:
-        parts.append(f"<pre>{xml_escape(scene.explanation)}</pre>")
+        parts.append(f'<pre class="explanation">{xml_escape(scene.explanation)}</pre>')
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -205,7 +206,7 @@ def _section(
     svg = scene_svg(scene, direction=direction, id_prefix=f"s{number}")
     out.append(f'<div class="picture">{svg}</div>')
     if scene.explanation and not isinstance(failure, str):
-        out.append(f"<pre>{xml_escape(scene.explanation)}</pre>")
+        out.append(f'<pre class="explanation">{xml_escape(scene.explanation)}</pre>')
     if failure is None:
         out.append(
             f"<details><summary>operators</summary><pre>{xml_escape(render_table(fp))}</pre></details>"

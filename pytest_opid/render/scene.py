@@ -396,6 +396,8 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
                 starter = by_id_new.get(s.new.operator_id)
                 if starter is not None:
                     extra_line[id(starter)] = f"state/{number} starts empty"
+        if c.mode == "streaming":
+            _mark_state_findings(c, by_id_new, status)
     nodes = []
     for op in new.operators:
         state, line, tip = status.get(id(op), ("unchanged", "", ""))
@@ -472,6 +474,40 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     )
 
 
+#: A restore finding's kind (spark.restore, spark.meaning), as an operator's line says it.
+_FINDING_WORDS = {
+    "key_schema": "key schema changed",
+    "value_schema": "value schema changed",
+    "state_config": "state settings changed",
+}
+
+
+def _mark_state_findings(
+    c: Comparison,
+    by_id: dict[str, OperatorFingerprint],
+    status: dict[int, tuple[str, str, str]],
+) -> None:
+    """Spark: a stateful operator whose own state/<n> Spark would refuse to read (its key or
+    value schema, its settings) is drawn as losing it; one that would read it under another
+    meaning (a reinterpreted restart), as getting the wrong state. Operators already marked by
+    their position (another operator's state/<n>, none) keep that mark."""
+    numbered = {str(s.state_operator_id): s for s in c.new.state_operators or ()}
+    for state, items in (("lost", c.restore.problems), ("misplaced", c.restore.reinterpreted)):
+        for item in items:
+            stateful = numbered.get(item.state_id or "")
+            op = by_id.get(stateful.operator_id) if stateful is not None else None
+            if op is None or status.get(id(op), ("unchanged",))[0] in ("lost", "misplaced"):
+                continue
+            words = _FINDING_WORDS.get(item.kind, item.kind.replace("_", " "))
+            head = "CANNOT RESTART" if state == "lost" else "WRONG STATE"
+            first = item.message.split("\n", 1)[0]
+            status[id(op)] = (
+                state,
+                _short(f"{head}: state/{item.state_id} {words}"),
+                printable(first if len(first) <= 400 else first[:399] + "\u2026"),
+            )
+
+
 def _diff_legend(engine: str, mode: str) -> list[tuple[str, str]]:
     if engine == "spark":
         if mode == "batch":
@@ -485,8 +521,16 @@ def _diff_legend(engine: str, mode: str) -> list[tuple[str, str]]:
         return [
             ("unchanged", "unchanged"),
             ("changed", "operator ID changed: harmless, state is found by state/<n>"),
-            ("lost", "state lost: no operator reads its state/<n> any more"),
-            ("misplaced", "wrong state: reads a state/<n> another operator wrote"),
+            (
+                "lost",
+                "state lost: no operator reads its state/<n> any more, or Spark refuses it "
+                "(its key or value schema changed)",
+            ),
+            (
+                "misplaced",
+                "wrong state: reads a state/<n> another operator wrote, or one written under "
+                "another definition",
+            ),
             ("new", "new operator (a new state/<n> starts empty)"),
             ("removed", "removed operator (dashed)"),
             ("chain", "box: a stage; marked split or merged where that changed"),
