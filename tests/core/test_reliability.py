@@ -77,13 +77,18 @@ def test_a_device_is_refused_at_once(
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
-@pytest.mark.parametrize("command", ["fingerprint", "render", "pin"])
+@pytest.mark.parametrize("command", ["fingerprint", "render", "pin", "check-restore"])
 def test_a_fifo_without_a_writer_is_refused_not_waited_on(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
 ) -> None:
     fifo = tmp_path / "job.json"
     os.mkfifo(fifo)
-    code, out, err = run(capsys, command, str(fifo))  # would block forever before
+    argv = [command, str(fifo)]
+    if command == "check-restore":  # the previous state a FIFO, the program a real file
+        job = tmp_path / "program.json"
+        job.write_text(json.dumps(JOB), encoding="utf-8")
+        argv.append(str(job))
+    code, out, err = run(capsys, *argv)  # would block forever before
     assert (code, out) == (2, "")
     assert f"{fifo}: cannot read: it is a FIFO (named pipe)" in one_error(err)
 
