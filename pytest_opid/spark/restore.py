@@ -790,6 +790,7 @@ class _Checker:
                 return
         old_vars = _variables(before)
         new_vars = _variables(after)
+        self.ttl_switched(new, _ttl_enabled(before), _ttl_enabled(after), where)
         for name, kind in old_vars.items():
             if name in new_vars and new_vars[name] != kind:
                 self.problem(
@@ -835,6 +836,34 @@ class _Checker:
             else:
                 self.warn("state_config", message, **where)
         self.processor(old, new, [n for n in old_vars if n in new_vars])
+
+    def ttl_switched(
+        self,
+        new: _Operator,
+        before: Mapping[str, bool],
+        after: Mapping[str, bool],
+        where: Mapping[str, Any],
+    ) -> None:
+        """A variable that gains or loses a TTL: Spark keeps a TTL variable's values with their
+        expiry, so its stored value schema changes (the schema problem says so in Spark's
+        words; this says why)."""
+        for name, had in before.items():
+            if name not in after or after[name] == had:
+                continue
+            change = "gains a TTL" if after[name] else "loses its TTL"
+            self.warn(
+                "value_schema",
+                f"state/{new.number} ({new.name}): state variable {quote(name)} {change}. Spark "
+                "stores a TTL variable's values with their expiry time "
+                "(struct<value: <its schema>, ttlExpirationMs: bigint>, and a $ttl_ index), so "
+                "the values in the checkpoint no longer match its value schema "
+                "(STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE).\n"
+                "Fix:\n"
+                f"  - keep {quote(name)} {'without' if after[name] else 'with'} a TTL, or "
+                "declare the changed variable under a new name (it starts empty)\n"
+                + _FIX_NEW_CHECKPOINT,
+                **where,
+            )
 
     def not_inspected(self, old: _Operator, new: _Operator) -> None:
         """A transformWithState whose state variables could not be learned (spark.tws)."""
@@ -1180,6 +1209,14 @@ def _variables(properties: Mapping[str, Any]) -> dict[str, str]:
     for var in properties.get("stateVariables") or []:
         if isinstance(var, dict) and isinstance(var.get("stateName"), str):
             out[var["stateName"]] = str(var.get("stateVariableType"))
+    return out
+
+
+def _ttl_enabled(properties: Mapping[str, Any]) -> dict[str, bool]:
+    out = {}
+    for var in properties.get("stateVariables") or []:
+        if isinstance(var, dict) and isinstance(var.get("stateName"), str):
+            out[var["stateName"]] = bool(var.get("ttlEnabled"))
     return out
 
 

@@ -221,6 +221,14 @@ def test_what_spark_does_not_check_is_said(pair: Callable[[str], Pair]) -> None:
     assert '"last" no longer declared' in reinterpreted.message
     assert "dropped silently" in reinterpreted.message
     assert removed.restorable and not removed.safe
+    for case_id, change in (
+        ("transform_with_state_row__add_ttl", "gains a TTL"),
+        ("transform_with_state_pandas__remove_ttl", "loses its TTL"),
+    ):
+        check = pair(case_id).from_checkpoint
+        assert "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE" in check.problems[0].message
+        (why,) = [w for w in check.warnings if "TTL" in w.message]
+        assert f'state variable "cnt" {change}' in why.message, _explain(check)
     longer = pair("transform_with_state_pandas__change_ttl_duration").from_fingerprint
     (said,) = [w for w in longer.warnings if "TTL of state variable" in w.message]
     assert "from 3600000 ms to 7200000 ms" in said.message
