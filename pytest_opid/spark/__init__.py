@@ -49,6 +49,7 @@ def plan_graph(obj: Any) -> SparkPlanGraph:
         state=reading.state,
         sources=reading.sources,
         output_mode_known=reading.output_mode_known,
+        node_texts=reading.node_texts,
         schema_check=_schema_check(obj) if reading.streaming else True,
     )
 

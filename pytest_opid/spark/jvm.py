@@ -52,6 +52,9 @@ class PlanReading(NamedTuple):
     #: a StreamingQuery's plan: its output mode is the query's; a streaming DataFrame's is
     #: planned as append, but the mode is chosen later, at writeStream
     output_mode_known: bool = False
+    #: what the plan JSON leaves out of some nodes, by their position in it: a watermark's
+    #: delay, a stream-stream join's condition (Spark's own text, expression ids removed)
+    node_texts: dict[int, str] | None = None
 
 
 # -- reading plans from PySpark (the only code that touches the JVM) -------------------------
@@ -134,6 +137,8 @@ def _stream_session(execution: Any) -> Any:
 
 
 _AQE = "spark.sql.adaptive.enabled"
+#: An expression id in Spark's text of an expression (``ts#12``, ``id#3L``).
+_EXPR_ID = re.compile(r"#\d+L?")
 #: A cached relation in a plan's JSON (``InMemoryTableScanExec`` and its relation).
 _CACHED = "InMemoryTableScan"
 #: Spark 4.3 widens every state schema to nullable when this is on (its default, and what a new
@@ -307,7 +312,36 @@ class _Jvm:
             sources: tuple[str, ...] | None = self.sources(analyzed, session)
         except Exception:  # py4j: a plan whose sources pytest-opid cannot read
             sources = None
-        return PlanReading(text, None, True, state, sources)
+        try:
+            texts: dict[int, str] | None = self.node_texts(plan, text)
+        except Exception:  # py4j: a node this Spark version builds differently
+            texts = None
+        return PlanReading(text, None, True, state, sources, node_texts=texts)
+
+    def node_texts(self, plan: Any, text: str) -> dict[int, str]:
+        """``EventTimeWatermarkExec``'s delay and ``StreamingSymmetricHashJoinExec``'s join
+        condition, which ``toJSON`` writes as null (a CalendarInterval, a case class of
+        options): one JVM call per such node."""
+        nodes = json.loads(text)
+        classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
+        wanted = [
+            i
+            for i, cls in enumerate(classes)
+            if cls in ("EventTimeWatermarkExec", "StreamingSymmetricHashJoinExec")
+        ]
+        if not wanted:
+            return {}
+        everything = plan.collect(self._everything())
+        out = {}
+        for i in wanted:
+            node = everything.apply(i)
+            if classes[i] == "EventTimeWatermarkExec":
+                out[i] = str(node.delay().toString())
+            else:
+                full = node.condition().full()
+                found = str(full.get().sql()) if full.isDefined() else "none"
+                out[i] = _EXPR_ID.sub("", found)
+        return out
 
     def state_readings(self, plan: Any, text: str, session: Any) -> tuple[StateReading, ...]:
         """Every stateful operator of ``plan`` in Spark's numbering (pre-order) with its state

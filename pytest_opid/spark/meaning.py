@@ -116,8 +116,11 @@ class MeaningPlan:
     """The plan's nodes with what resolving an attribute needs: the expression that defines
     each alias (projections, Expand's first projection, aggregates' results)."""
 
-    def __init__(self, nodes: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self, nodes: Sequence[Mapping[str, Any]], texts: Mapping[int, str] | None = None
+    ) -> None:
         self.nodes = nodes
+        self.texts = texts or {}  # what the JSON leaves out, by node position (from the JVM)
         self.classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
         self.defs: dict[int, tuple[_Expr, str]] = {}  # exprId -> (definition, where)
         self.watermarks: dict[int, int] = {}  # exprId -> delay (ms), from attribute metadata
@@ -293,6 +296,7 @@ def operator_meaning(
         left, right = _children(plan, index)
         facts.append(("left input", _inputs(plan, left)))
         facts.append(("right input", _inputs(plan, right)))
+        facts.append(("join condition", plan.texts.get(index, UNKNOWN)))
     elif cls in ("FlatMapGroupsWithStateExec", "FlatMapGroupsInPandasWithStateExec"):
         facts.append(("function", _function(node.get("functionExpr") or node.get("func"))))
         facts += _keys(plan, node.get("groupingAttributes"), "key")
@@ -405,7 +409,9 @@ def _watermarks(plan: MeaningPlan, index: int) -> list[tuple[str, str]]:
             # The plan JSON leaves EventTimeWatermarkExec's delay out (a CalendarInterval);
             # attributes downstream carry it as metadata where Spark put it there.
             text = str(tree.fields.get("name", UNKNOWN))
-            if delay is not None:
+            if k in plan.texts:
+                text += f", delay {plan.texts[k]}"
+            elif delay is not None:
                 text += f", delay {_duration(delay * 1000)}"
             if ("watermark", text) not in out:
                 out.append(("watermark", text))

@@ -55,7 +55,7 @@ from __future__ import annotations
 import heapq
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -343,6 +343,7 @@ def graph_from_plan(
     sources: Sequence[str] | None = None,
     output_mode_known: bool = True,
     schema_check: bool = True,
+    node_texts: Mapping[int, str] | None = None,
 ) -> SparkPlanGraph:
     """Convert Spark's plan JSON (``SparkPlan.toJSON()``, a pre-order list of nodes) into a
     :class:`SparkPlanGraph`.
@@ -355,7 +356,8 @@ def graph_from_plan(
     ``output_mode_known`` is false for a streaming DataFrame not started yet: its plan is made
     in append mode, but the query's mode is chosen at ``writeStream``. ``schema_check`` false
     (the session sets ``spark.sql.streaming.stateStore.stateSchemaCheck=false``) is recorded in
-    every stateful operator's meaning.
+    every stateful operator's meaning. ``node_texts`` adds what the JSON leaves out of some
+    nodes (a watermark's delay, a join's condition), by their position in it.
     """
     if isinstance(plan, str):
         try:
@@ -363,7 +365,7 @@ def graph_from_plan(
         except json.JSONDecodeError as exc:
             raise DocumentError(f"the Spark plan is not valid JSON: {exc.msg}") from None
     nodes = _check_plan(plan, "the Spark plan")
-    builder = _Builder(leaves or (), output_mode_known)
+    builder = _Builder(leaves or (), output_mode_known, node_texts or {})
     builder.convert(nodes, main=True)
     topology = Topology(builder.operators, builder.edges())
     states = None
@@ -457,8 +459,14 @@ class _Port:
 class _Builder:
     """Walks plan lists in post-order and collects operators and edges."""
 
-    def __init__(self, leaves: Sequence[str | None], output_mode_known: bool = True) -> None:
+    def __init__(
+        self,
+        leaves: Sequence[str | None],
+        output_mode_known: bool = True,
+        node_texts: Mapping[int, str] | None = None,
+    ) -> None:
         self.output_mode_known = output_mode_known
+        self.node_texts = node_texts or {}
         self.leaves = leaves
         self.operators: list[Operator] = []
         self._edges: list[tuple[_Port, int, int]] = []  # (input port, target id, type number)
@@ -499,7 +507,7 @@ class _Builder:
             if not children[i]:
                 leaf_rank[i] = len(leaf_rank)
         stateful: list[tuple[int, int, str, tuple[str, ...], tuple[tuple[str, str], ...]]] = []
-        meaning_plan = MeaningPlan(nodes) if main and state_order else None
+        meaning_plan = MeaningPlan(nodes, self.node_texts) if main and state_order else None
         stack = [(0, False)]
         while stack:
             i, expanded = stack.pop()

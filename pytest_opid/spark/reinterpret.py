@@ -33,7 +33,15 @@ class Change(NamedTuple):
 
 #: Positional facts: ``<family> N``, compared as lists.
 _LISTS = ("key", "aggregate", "left key", "right key")
-_WARN_ONLY = ("output mode", "watermark", "join type", "function", "timeout", "limit")
+_WARN_ONLY = (
+    "output mode",
+    "watermark",
+    "join type",
+    "join condition",
+    "function",
+    "timeout",
+    "limit",
+)
 _COLUMN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ")
 
 
@@ -124,6 +132,8 @@ _WARN_WHY = {
     "watermark": "the checkpoint keeps the old watermark; the new delay applies from now on.",
     "join type": "rows buffered so far are joined under the new type from now on "
     "(unmatched rows evicted before the restart are not emitted again).",
+    "join condition": "rows buffered so far are matched, and evicted, under the new condition "
+    "from now on (rows evicted before the restart are not joined again).",
     "function": "the new function reads the state the old one wrote: check that it reads "
     "every field the same way.",
     "timeout": "groups' timeouts set before the restart follow the old configuration.",
