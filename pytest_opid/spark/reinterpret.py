@@ -179,8 +179,8 @@ def _positional(
             Change(
                 _KIND.get(family, "key_meaning"),
                 True,
-                f"{head}: the {family}s are in another order ({'; '.join(moved)}). Spark reads "
-                "state by position and restarts (the types still match), and the results are "
+                f"{head}: the {family}s are in another order ({'; '.join(moved)}). Spark restarts "
+                "(it reads state by position, and the types still match), and the results are "
                 f"wrong: {_ORDER_EFFECT.get(family, _ORDER_EFFECT['key'])}",
             )
         ]

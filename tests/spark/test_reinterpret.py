@@ -1,0 +1,152 @@
+"""spark.reinterpret: which changes of a stateful operator's meaning make a restart unsafe (pure
+Python: the facts as spark.meaning records them; the real restarts are in test_restore.py and
+test_meaning_restarts.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_opid.spark.reinterpret import checkpoint_meaning, compare_meaning, plain_column
+
+AGG = (
+    ("key 1", "cat: string"),
+    ("key 2", "country: string"),
+    ("aggregate 1", "sum(v): bigint"),
+    ("aggregate 2", "count(1): bigint"),
+    ("output mode", "update"),
+)
+
+
+def _with(facts, **changes):
+    names = {k.replace("_", " "): v for k, v in changes.items()}
+    return tuple((f, names.get(f, v)) for f, v in facts)
+
+
+def _changes(old, new, operator="stateStoreSave"):
+    return compare_meaning(0, operator, old, new, "the snapshot")
+
+
+def test_the_same_meaning_is_no_change() -> None:
+    assert _changes(AGG, AGG) == []
+
+
+@pytest.mark.parametrize(
+    ("new", "kind", "words"),
+    [
+        (_with(AGG, key_1="user: string"), "key_meaning", "key 1 was cat: string, is now user"),
+        (_with(AGG, key_1="country: string", key_2="cat: string"), "key_meaning", "another order"),
+        (_with(AGG, aggregate_1="max(v): bigint"), "aggregate_meaning", "sum(v) so far"),
+        (
+            _with(AGG, aggregate_1="count(1): bigint", aggregate_2="sum(v): bigint"),
+            "aggregate_meaning",
+            "another order",
+        ),
+        (_with(AGG, aggregate_1="sum(cast(k as bigint)): bigint"), "aggregate_meaning", "sum(v)"),
+    ],
+)
+def test_same_typed_changes_reinterpret_the_state(new, kind: str, words: str) -> None:
+    (change,) = _changes(AGG, new)
+    assert change.reinterprets and change.kind == kind
+    assert words in change.message and "Spark restarts" in change.message
+
+
+def test_a_window_change_says_the_windows_mix() -> None:
+    old = (("key 1", "tumbling window(ts, 5 minutes)"), ("key 2", "cat: string"))
+    new = (("key 1", "tumbling window(ts, 10 minutes)"), ("key 2", "cat: string"))
+    (change,) = _changes(old, new)
+    assert change.reinterprets and change.kind == "window_meaning"
+    assert "A's windows (tumbling window(ts, 5 minutes)) stay in the state" in change.message
+
+
+def test_a_deduplication_column_change_says_which_rows_pass_or_drop() -> None:
+    (change,) = _changes((("key 1", "id: bigint"),), (("key 1", "v: bigint"),), "dedupe")
+    assert change.reinterprets
+    assert "duplicates by v seen before the restart pass again" in change.message
+
+
+def test_swapped_join_sides_reinterpret_the_buffers() -> None:
+    old = (("left input", "FileSource[…/clicks]"), ("right input", "FileSource[…/views]"))
+    new = (("left input", "FileSource[…/views]"), ("right input", "FileSource[…/clicks]"))
+    (change,) = _changes(old, new, "symmetricHashJoin")
+    assert change.reinterprets and change.kind == "join_meaning"
+
+
+def test_a_session_gap_change_reinterprets() -> None:
+    old = (("session window", "session_window(ts, gap 5 minutes)"),)
+    new = (("session window", "session_window(ts, gap 10 minutes)"),)
+    (change,) = _changes(old, new, "sessionWindowStateStoreSaveExec")
+    assert change.reinterprets and change.kind == "window_meaning"
+
+
+def test_state_fields_reordered_reinterpret_renamed_do_not() -> None:
+    old = (("state schema", "struct<count: bigint, total: bigint>"),)
+    swapped = (("state schema", "struct<total: bigint, count: bigint>"),)
+    renamed = (("state schema", "struct<n: bigint, total: bigint>"),)
+    (change,) = _changes(old, swapped, "applyInPandasWithState")
+    assert change.reinterprets
+    assert _changes(old, renamed, "applyInPandasWithState") == []
+
+
+@pytest.mark.parametrize(
+    "fact", ["output mode", "watermark", "join type", "join condition", "function", "timeout"]
+)
+def test_what_does_not_change_the_meaning_of_old_state_is_a_warning(fact: str) -> None:
+    (change,) = _changes(((fact, "a"),), ((fact, "b"),))
+    assert not change.reinterprets and "Spark restarts on the old state" in change.message
+
+
+def test_unknown_facts_are_never_guessed() -> None:
+    assert _changes((("output mode", "?"),), (("output mode", "update"),)) == []
+    (change,) = _changes((("key 1", "?"),), (("key 1", "user: string"),))
+    assert not change.reinterprets and "not compared" in change.message
+
+
+def test_a_snapshot_without_meaning_says_so_once() -> None:
+    (change,) = _changes((), AGG)
+    assert not change.reinterprets and "records no state meaning" in change.message
+    assert _changes(AGG, ()) == []
+
+
+def _schema(*names: str) -> str:
+    fields = [{"name": n, "type": "string", "nullable": True, "metadata": {}} for n in names]
+    return json.dumps({"type": "struct", "fields": fields})
+
+
+def test_from_a_checkpoint_a_renamed_column_is_the_same_key() -> None:
+    stored = {"default": (_schema("user"), _schema("sum"))}
+    new = {"default": (_schema("u"), _schema("sum"))}
+    facts = (("key 1", "user: string"), ("aggregate 1", "sum(v): bigint"))
+    assert checkpoint_meaning(0, "stateStoreSave", stored, new, facts) == []
+
+
+def test_from_a_checkpoint_another_column_reinterprets() -> None:
+    stored = {"default": (_schema("cat"), _schema("sum"))}
+    new = {"default": (_schema("user"), _schema("sum"))}
+    facts = (("key 1", "user: string"), ("aggregate 1", "sum(v): bigint"))
+    (change,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
+    assert change.reinterprets and "keyed by cat" in change.message
+
+
+def test_from_a_checkpoint_an_expression_under_the_same_name_is_not_checked() -> None:
+    stored = {"default": (_schema("_groupingexpression"), _schema("sum"))}
+    new = {"default": (_schema("_groupingexpression"), _schema("sum"))}
+    facts = (("key 1", "(value % 7): bigint"), ("aggregate 1", "sum(v): bigint"))
+    (change,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
+    assert not change.reinterprets and "was\nnot checked" not in change.message
+    assert "not checked" in change.message
+
+
+def test_from_a_checkpoint_a_changed_aggregate_function_reinterprets() -> None:
+    stored = {"default": (_schema("k"), _schema("count", "sum"))}
+    new = {"default": (_schema("k"), _schema("sum", "sum"))}
+    facts = (("key 1", "k: int"), ("aggregate 1", "sum(v): bigint"))
+    (change,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
+    assert change.reinterprets and change.kind == "aggregate_meaning"
+    assert "buffer field 1 was count, is now sum" in change.message
+
+
+def test_plain_column() -> None:
+    assert plain_column("user: string") == "user"
+    assert plain_column("(k % 2): int") is None
