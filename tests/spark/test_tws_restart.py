@@ -296,3 +296,55 @@ def test_an_init_that_cannot_be_recorded_nor_run_is_said(
     check = pytest_opid.check_restore(p.folder / "checkpoint", b)
     said = [w.message for w in check.warnings if "could not inspect" in w.message]
     assert said and f"opens the file '{config}'" in said[0], _explain(check)
+
+
+JOB = """
+import pandas as pd
+import pytest
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import LongType, StructField, StructType
+
+
+class Counter(StatefulProcessor):
+    def init(self, handle):
+        self.cnt = handle.{method}("cnt", StructType([StructField("c", LongType())]))
+
+    def handleInputRows(self, key, rows, timerValues):
+        yield pd.DataFrame({{"key": [str(key[0])], "count": [0]}})
+
+    def close(self):
+        pass
+
+
+@pytest.mark.stable_topology
+def test_counts(opid, spark, tmp_path):
+    spark.sparkContext.pythonExec = {no_worker!r}
+    session = spark.newSession()
+    session.conf.set("spark.sql.streaming.stateStore.providerClass", {rocksdb!r})
+    events = session.readStream.schema("user string, v long").json(str(tmp_path))
+    opid.record(events.groupBy("user").transformWithStateInPandas(
+        Counter(), "key string, count long", "Update", "None"))
+"""
+
+
+def test_a_marked_test_judges_the_variables_from_its_snapshot(pytester: Any, spark: Any) -> None:
+    """The snapshot records the processor's variables; a ValueState turned ListState fails the
+    marked test with Spark's error class, Python workers unable to start throughout."""
+    rocksdb = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    was = spark.sparkContext.pythonExec
+    try:
+        for method in ("getValueState", "getListState"):
+            pytester.makepyfile(
+                test_job=JOB.format(method=method, no_worker=NO_WORKER, rocksdb=rocksdb)
+            )
+            update = ["--snapshot-update"] if method == "getValueState" else []
+            result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *update)
+            if update:
+                result.assert_outcomes(passed=1)
+                snapshot = next(pytester.path.rglob("test_counts.opid")).read_text()
+                assert '"state variable cnt"  "ValueState<c BIGINT>, no TTL"' in snapshot
+            else:
+                result.assert_outcomes(failed=1)
+                result.stdout.fnmatch_lines(["*STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE*"])
+    finally:
+        spark.sparkContext.pythonExec = was
