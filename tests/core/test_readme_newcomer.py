@@ -62,7 +62,7 @@ def test_the_spark_version_tested_is_stated_once_and_is_the_pinned_one():
     ]
     spark = [text for text in near if "Spark" in text]
     assert len(spark) == 1, spark
-    assert spark[0].startswith(f"tested with PySpark {pinned.group(1)} on Java 17")
+    assert spark[0].startswith(f"tested with PySpark {pinned.group(1)} on Java 17 (the PySpark")
     assert "4.0.1" not in README
 
 
@@ -71,3 +71,9 @@ def test_a_pyspark_only_user_is_told_about_tox_e_py311():
     assert re.search(r"^envlist = .*\bpy311\b", tox, flags=re.M)
     assert "`tox -e py311`" in _getting_started()
     assert "PySpark only" in _getting_started()
+
+
+def test_the_spark_figures_are_today_s_not_the_stale_ones():
+    assert "51 ms streaming" not in README and "| 51 ms (41) |" not in README
+    assert "python benchmarks/run.py spark_explain" in README
+    assert (ROOT / "benchmarks" / "bench_spark_explain.py").is_file()
