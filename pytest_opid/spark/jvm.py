@@ -6,7 +6,10 @@ converts it. For a streaming plan it also reads what Spark checks when a query r
 checkpoint, without writing anything: per stateful operator the name its state metadata records
 (``shortName``) and the key and value schema of every state store exactly as Spark would write
 them to ``state/<n>/.../_metadata/schema`` (a fixed few py4j calls per store), and the sources
-in the order Spark numbers them in the offset log.
+in the order Spark numbers them in the offset log. A Python transformWithState's column families
+exist once its processor's ``init`` has declared them: :mod:`pytest_opid.spark.tws` records the
+declarations in this interpreter and they are replayed on the operator's own driver-side handle
+(no Python worker; Spark's pre-init worker only where ``init`` cannot be recorded).
 """
 
 from __future__ import annotations
