@@ -301,7 +301,7 @@ def fingerprint_command(args: argparse.Namespace) -> tuple[int, str | _JsonOutpu
     if args.spark is not None:
         fingerprint = _spark_fingerprint(args)
     elif args.file is None:
-        raise _UsageError("give FILE, or --spark MODULE:FUNCTION")
+        raise _UsageError("the following arguments are required: FILE (or --spark MODULE:FUNCTION)")
     elif args.conf:
         raise _UsageError("--conf is for --spark")
     elif args.file.endswith(".jar"):

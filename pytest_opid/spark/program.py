@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.io.registry import fingerprint
 from pytest_opid.result import Fingerprint
 
 __all__ = ["BASE_CONF", "fingerprint_function", "parse_conf", "resolve_function"]
@@ -99,8 +100,6 @@ def fingerprint_function(
                 f"--spark {target}: the function failed: {type(exc).__name__}: "
                 f"{_first_line(str(exc))}"
             ) from None
-        from pytest_opid.io.registry import fingerprint
-
         try:
             return fingerprint(program)
         except TypeError as exc:  # not a DataFrame or query: what fingerprint() takes, in words

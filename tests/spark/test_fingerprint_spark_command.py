@@ -81,7 +81,7 @@ def test_the_table_is_printed_without_json(spark, programs, tmp_path, capsys):
         ),
         (["--spark", "spark_programs:counts", "--conf", "novalue"], "--conf 'novalue': expected"),
         (["--conf", "a=b", "x.json"], "--conf is for --spark"),
-        ([], "give FILE, or --spark MODULE:FUNCTION"),
+        ([], "the following arguments are required: FILE (or --spark MODULE:FUNCTION)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(spark, programs, capsys, argv, message):
