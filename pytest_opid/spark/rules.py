@@ -207,6 +207,7 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
             f"Spark would restart on the old checkpoint, but {dirs} would be read as "
             "something else: the results would be wrong"
         )
+    state_problems = len(problems)
     if c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):
@@ -214,6 +215,11 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     if broken:
         if c.mode == "batch" or check is Check.CHAINS or not (loses or _reinterprets(c)):
             title = "Stages changed"
+            # The stages first; what the state check would say, after, as not checked.
+            problems = [
+                *problems[state_problems:],
+                *(f"not checked here: {p}" for p in problems[:state_problems]),
+            ]
         elif loses:
             title = "Not restartable from the old checkpoint"
         else:
