@@ -1,6 +1,6 @@
 """transformWithState restart verdicts against Spark 4.3's own, on real restarts.
 
-``tests/data/tws-restart`` (made by its ``make.py``, by hand) holds 42 real restarts: for
+``tests/data/tws-restart`` (made by its ``make.py``, by hand) holds 46 real restarts: for
 ``transformWithStateInPandas`` and the row-based ``transformWithState``, query A ran twice with
 ``availableNow`` on a new checkpoint, then query B was started on it in another JVM, and Spark's
 outcome was recorded; A's checkpoint is kept without its state data. Every pair is judged from
@@ -137,7 +137,7 @@ def _explain(check: RestoreCheck) -> str:
 
 
 def test_the_data_set() -> None:
-    assert len(CASES) == 42
+    assert len(CASES) == 46
     apis = {rec["case"]["api"] for rec in CASES.values()}
     assert apis == {"pandas", "row"}
     for rec in CASES.values():
@@ -265,7 +265,7 @@ def test_spark_pre_init_worker_declares_the_same(
         rec = CASES[case_id]
         key = (rec["before_code"], json.dumps(rec["session_conf_before"], sort_keys=True))
         distinct.setdefault(key, case_id)
-    assert len(distinct) == 18
+    assert len(distinct) == 22
     recorded_pairs = {case_id: pair(case_id) for case_id in distinct.values()}  # recording on
     monkeypatch.setattr(jvm, "record_processor", lambda p: ProcessorRecord("X", None, "off"))
     for case_id, p in recorded_pairs.items():

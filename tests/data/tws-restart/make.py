@@ -114,7 +114,8 @@ def code(
         else:
             uk = repr(user_key) if ddl_strings else _struct(user_key or "")
             init.append(f"{attr} = handle.getMapState({name!r}, {uk}, {schema}{ttl_arg})")
-            updates.append(f"{attr}.updateValue((str(key[0]),), {_values(ddl)})")
+            user = "(str(key[0]),)" if "string" in (user_key or "") else _values(user_key or "")
+            updates.append(f"{attr}.updateValue({user}, {_values(ddl)})")
     init_text = "\n".join(f"            {line}" for line in init) or "            pass"
     update_text = "\n".join(f"            {line}" for line in updates)
     if api == "pandas":
@@ -188,6 +189,20 @@ REFACTORS: dict[
     "add_field": ((CNT,), {}, (("cnt", "value", "c long, s string", None, None),), {}, {}),
     "add_ttl": ((CNT,), PT, (("cnt", "value", "c long", TTL, None),), PT, {}),
     "remove_ttl": ((("cnt", "value", "c long", TTL, None),), PT, (CNT,), PT, {}),
+    "change_map_user_key_type": (
+        (("cnt", "map", "c long", None, "uk string"),),
+        {},
+        (("cnt", "map", "c long", None, "uk long"),),
+        {},
+        {},
+    ),
+    "widen_list_field_type": (
+        (("cnt", "list", "c int", None, None),),
+        {},
+        (("cnt", "list", "c long", None, None),),
+        {},
+        {},
+    ),
     "change_ttl_duration": (
         (("cnt", "value", "c long", TTL, None),),
         PT,
