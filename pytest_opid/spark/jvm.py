@@ -175,6 +175,40 @@ _INCREMENTAL_EXECUTION = (
 _CHUNK = 7500
 
 
+class _Names:
+    """``gateway.jvm`` with what its names resolve to kept. py4j asks the JVM, one round trip
+    each, what ``org``, ``org.apache``, ... ``OutputMode`` and a class's static method are, on
+    every attribute access: some eighty round trips per fingerprint. A package, a class or a
+    static method stays what it is for the gateway's life, so each is asked once; a static
+    field's value (``MODULE$``) and names starting with ``_`` are read each time, as before."""
+
+    __slots__ = ("_found", "_target")
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._found: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            return getattr(self._target, name)
+        found = self._found.get(name)
+        if found is None:
+            from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
+
+            value = getattr(self._target, name)
+            if isinstance(value, JavaMember):
+                found = value
+            elif isinstance(value, (JavaClass, JavaPackage, JVMView)):
+                found = _Names(value)
+            else:  # a static field's value: read again next time
+                return value
+            self._found[name] = found
+        return found
+
+    def __call__(self, *args: Any) -> Any:
+        return self._target(*args)
+
+
 class _Jvm:
     """What pytest-opid needs from the JVM of the active SparkContext, with the reflection
     looked up once per py4j gateway."""
@@ -183,7 +217,7 @@ class _Jvm:
 
     def __init__(self, gateway: Any) -> None:
         self.gateway = gateway
-        self.jvm = gateway.jvm
+        self.jvm = _Names(gateway.jvm)
         self._to_builder: Any = None
         self._incremental: tuple[Any, list[str]] | None = None
         self._identity: Any = None
