@@ -450,7 +450,8 @@ def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str])
         from pytest_opid.flink.jar import fingerprint_jar
     except ImportError as exc:
         raise DocumentError(
-            f"{path}: fingerprinting a jar needs PyFlink: pip install 'pytest-opid[flink]' ({exc})"
+            f"{path}: fingerprinting a jar needs PyFlink: pip install -e '.[flink]' in the "
+            f"clone ({exc})"
         ) from None
     return fingerprint_jar(path, main_class=main_class, args=tuple(program_args))
 
