@@ -59,6 +59,8 @@ def slim_copy(src: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Slim
     original = read_checkpoint(source)  # names the fault of anything that is not a checkpoint
     if target.exists() or target.is_symlink():
         raise DocumentError(f"{target}: already exists; give a new directory to write the copy to")
+    if target.resolve().is_relative_to(source.resolve()):
+        raise DocumentError(f"{target}: inside the checkpoint {source}; give a folder outside it")
     try:
         target.mkdir(parents=True)
     except OSError as exc:

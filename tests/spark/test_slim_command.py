@@ -101,6 +101,19 @@ def test_an_existing_dest_is_refused_and_left_alone(tmp_path, capsys):
     assert _files(dest) == {"mine.txt"}
 
 
+def test_a_dest_inside_the_checkpoint_is_refused(tmp_path, capsys):
+    folder = extract(CASES["dedup_then_agg__no_change__100034"], tmp_path)
+    src = folder / "checkpoint"
+    before = _files(src)
+    assert main(["checkpoint", "--slim", str(src), str(src / "state" / "kept")]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (
+        "",
+        f"error: {src / 'state' / 'kept'}: inside the checkpoint {src}; give a folder outside it\n",
+    )
+    assert _files(src) == before
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
