@@ -380,17 +380,115 @@ def checkpoint_meaning(
                 "group's running values are continued by other aggregate functions.",
             )
         )
+    out += _checkpoint_join(head, stored, new_stores)
+    out += _checkpoint_group_state(
+        head,
+        operator,
+        stored.get("default", (None, None))[1],
+        new_stores.get("default", (None, None))[1],
+    )
+    # What a checkpoint cannot show: said once per operator, never guessed.
+    unchecked = []
     if windows:
+        unchecked.append(f"the window's duration, slide or gap (now {', '.join(windows)})")
+    inputs = [_bare(v) for v in facts.get("aggregate", []) if "(" in v and "()" not in v]
+    if aggregates and inputs:
+        unchecked.append(f"the aggregates' input columns (now {', '.join(inputs)})")
+    join_keys = facts.get("left key", []) + facts.get("right key", [])
+    if operator == "symmetricHashJoin" and join_keys:
+        left = ", ".join(map(_bare, facts.get("left key", [])))
+        right = ", ".join(map(_bare, facts.get("right key", [])))
+        unchecked.append(
+            f"the join keys (Spark files them as field0, field1...; now {left} = {right})"
+        )
+    if unchecked:
         out.append(
             Change(
-                "window_meaning",
+                "window_meaning" if windows else "state_meaning",
                 False,
-                f"{head}: the checkpoint records the window column but not the window itself "
-                f"(now {', '.join(windows)}): a changed duration, slide or gap was not "
-                "checked; judge against the old query's snapshot or fingerprint",
+                f"{head}: the checkpoint keeps the state's field names and types, not the plan, "
+                f"so {'; '.join(unchecked)} were not checked: judge against the old query's "
+                "snapshot or fingerprint",
             )
         )
     return out
+
+
+def _side_values(
+    stores: Mapping[str, tuple[str | None, str | None]], side: str
+) -> list[str] | None:
+    """The value field names of a stream-stream join's buffered rows on one side
+    (``<side>-keyWithIndexToValue``, a store or, in state format 3, a column family)."""
+    for name, (_, value) in stores.items():
+        if name.endswith(f"{side}-keyWithIndexToValue"):
+            return _names(value)
+    return None
+
+
+def _checkpoint_join(
+    head: str,
+    stored: Mapping[str, tuple[str | None, str | None]],
+    new_stores: Mapping[str, tuple[str | None, str | None]],
+) -> list[Change]:
+    """Join sides swapped: the rows the checkpoint buffered for the left input carry the
+    right input's columns now, and the other way round."""
+    was_left, was_right = _side_values(stored, "left"), _side_values(stored, "right")
+    now_left, now_right = _side_values(new_stores, "left"), _side_values(new_stores, "right")
+    if None in (was_left, was_right, now_left, now_right) or was_left == was_right:
+        return []
+    if (was_left, was_right) != (now_right, now_left):
+        return []
+    return [
+        Change(
+            "join_meaning",
+            True,
+            f"{head}: the join's sides are swapped: the checkpoint buffers rows of "
+            f"({', '.join(was_left or ())}) for the left input, the new query's left input has "
+            f"({', '.join(now_left or ())}). Spark restarts (both buffers keep their types by "
+            "position), and the results are wrong: rows buffered for one input are read and "
+            "joined as the other's.",
+        )
+    ]
+
+
+def _checkpoint_group_state(
+    head: str, operator: str, stored: str | None, schema: str | None
+) -> list[Change]:
+    """applyInPandasWithState / flatMapGroupsWithState: the group state's fields in another
+    order (Spark reads them by position; state format 2 nests them in ``groupState``)."""
+    if operator not in ("applyInPandasWithState", "flatMapGroupsWithState"):
+        return []
+    was, now = _group_state_names(stored), _group_state_names(schema)
+    if was is None or now is None or was == now or sorted(was) != sorted(now):
+        return []
+    return [
+        Change(
+            "state_meaning",
+            True,
+            f"{head}: the group state's fields are in another order (the checkpoint has "
+            f"{', '.join(was)}, the new query {', '.join(now)}). Spark restarts (it reads them "
+            "by position, and the types still match), and the results are wrong: each field's "
+            "old value is read as another field's.",
+        )
+    ]
+
+
+def _group_state_names(schema: str | None) -> list[str] | None:
+    if schema is None:
+        return None
+    try:
+        data = json.loads(schema)
+    except ValueError:
+        return None
+    fields = data.get("fields") if isinstance(data, dict) else None
+    if not isinstance(fields, list):
+        return None
+    for field in fields:
+        if isinstance(field, dict) and field.get("name") == "groupState":
+            inner = field.get("type")
+            if isinstance(inner, dict) and isinstance(inner.get("fields"), list):
+                return [str(f.get("name")) for f in inner["fields"] if isinstance(f, dict)]
+    return _names(schema)
 
 
 def _names(schema: str | None) -> list[str] | None:

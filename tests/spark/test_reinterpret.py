@@ -118,31 +118,34 @@ def test_from_a_checkpoint_a_renamed_column_is_the_same_key() -> None:
     stored = {"default": (_schema("user"), _schema("sum"))}
     new = {"default": (_schema("u"), _schema("sum"))}
     facts = (("key 1", "user: string"), ("aggregate 1", "sum(v): bigint"))
-    assert checkpoint_meaning(0, "stateStoreSave", stored, new, facts) == []
+    (unchecked,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
+    assert not unchecked.reinterprets  # only: the aggregates' inputs were not checked
+    assert "the aggregates' input columns (now sum(v)) were not checked" in unchecked.message
 
 
 def test_from_a_checkpoint_another_column_reinterprets() -> None:
     stored = {"default": (_schema("cat"), _schema("sum"))}
     new = {"default": (_schema("user"), _schema("sum"))}
     facts = (("key 1", "user: string"), ("aggregate 1", "sum(v): bigint"))
-    (change,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
+    change, unchecked = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
     assert change.reinterprets and "keyed by cat" in change.message
+    assert not unchecked.reinterprets
 
 
 def test_from_a_checkpoint_an_expression_under_the_same_name_is_not_checked() -> None:
     stored = {"default": (_schema("_groupingexpression"), _schema("sum"))}
     new = {"default": (_schema("_groupingexpression"), _schema("sum"))}
     facts = (("key 1", "(value % 7): bigint"), ("aggregate 1", "sum(v): bigint"))
-    (change,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
-    assert not change.reinterprets and "was\nnot checked" not in change.message
-    assert "not checked" in change.message
+    changes = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
+    assert not any(c.reinterprets for c in changes)
+    assert "computes key _groupingexpression (now (value % 7))" in changes[0].message
 
 
 def test_from_a_checkpoint_a_changed_aggregate_function_reinterprets() -> None:
     stored = {"default": (_schema("k"), _schema("count", "sum"))}
     new = {"default": (_schema("k"), _schema("sum", "sum"))}
     facts = (("key 1", "k: int"), ("aggregate 1", "sum(v): bigint"))
-    (change,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
+    change, _ = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
     assert change.reinterprets and change.kind == "aggregate_meaning"
     assert "buffer field 1 was count, is now sum" in change.message
 
@@ -150,3 +153,55 @@ def test_from_a_checkpoint_a_changed_aggregate_function_reinterprets() -> None:
 def test_plain_column() -> None:
     assert plain_column("user: string") == "user"
     assert plain_column("(k % 2): int") is None
+
+
+def _join_stores(left: tuple[str, ...], right: tuple[str, ...]) -> dict:
+    return {
+        "left-keyWithIndexToValue": (_schema("field0"), _schema(*left)),
+        "right-keyWithIndexToValue": (_schema("field0"), _schema(*right)),
+    }
+
+
+def test_from_a_checkpoint_swapped_join_sides_reinterpret() -> None:
+    clicks, views = ("click_id", "click_ts"), ("view_id", "view_ts")
+    facts = (("left key 1", "id: bigint"), ("right key 1", "id: bigint"))
+    changes = checkpoint_meaning(
+        0, "symmetricHashJoin", _join_stores(clicks, views), _join_stores(views, clicks), facts
+    )
+    assert changes[0].reinterprets and changes[0].kind == "join_meaning"
+    assert "join keys" in changes[1].message and not changes[1].reinterprets
+    same = checkpoint_meaning(
+        0, "symmetricHashJoin", _join_stores(clicks, views), _join_stores(clicks, views), facts
+    )
+    assert not any(c.reinterprets for c in same)
+
+
+def test_from_a_checkpoint_reordered_group_state_fields_reinterpret() -> None:
+    def value(*names: str) -> str:
+        inner = json.loads(_schema(*names))
+        outer = {
+            "type": "struct",
+            "fields": [
+                {"name": "groupState", "type": inner, "nullable": True, "metadata": {}},
+                {"name": "timeoutTimestamp", "type": "long", "nullable": False, "metadata": {}},
+            ],
+        }
+        return json.dumps(outer)
+
+    key = _schema("user")
+    (change,) = checkpoint_meaning(
+        0,
+        "applyInPandasWithState",
+        {"default": (key, value("n", "total"))},
+        {"default": (key, value("total", "n"))},
+        (("key 1", "user: string"),),
+    )
+    assert change.reinterprets and "n, total" in change.message
+    renamed = checkpoint_meaning(
+        0,
+        "applyInPandasWithState",
+        {"default": (key, value("n", "total"))},
+        {"default": (key, value("n", "acc"))},
+        (("key 1", "user: string"),),
+    )
+    assert renamed == []

@@ -468,7 +468,10 @@ def test_repartition_upstream_restarts(spark, tmp_path, inputs) -> None:
     judged = _restart(spark, tmp_path, inputs, _aggregation(False), _aggregation(True), "update")
     assert judged.outcome.restarted, judged.outcome.message
     for check in (judged.from_checkpoint, judged.from_fingerprint):
-        assert check.restorable and not check.warnings, _explain(check)
+        # From the checkpoint, only the note of what a checkpoint cannot show (the inputs of
+        # the aggregates) remains.
+        noted = [w for w in check.warnings if "were not checked" not in w.message]
+        assert check.restorable and check.safe and not noted, _explain(check)
 
 
 def _int_key(as_long: bool) -> Callable[[Any, dict[str, str]], Any]:

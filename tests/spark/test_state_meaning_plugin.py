@@ -151,12 +151,20 @@ def test_a_restart_that_passes_only_without_the_schema_check_is_not_safe(
         return events.groupBy("user").agg(*aggregates)
 
     a = pytest_opid.fingerprint(query(a_session, F.sum("v").alias("total")))
-    b = query(b_session, F.sum("v").alias("total"), F.count("*").alias("n"))
-    checked = pytest_opid.check_restore(a, query(a_session, F.sum("v"), F.count("*")))
+    # sum(v) (a long) -> sum(amount) (a double): one field either way. Spark restarts with the
+    # check off and reads the long's bits as a double (tests/data/meaning-restart,
+    # aggregate_type_change_schema_check_off).
+    b = query(b_session, F.sum("amount").alias("total"))
+    checked = pytest_opid.check_restore(a, query(a_session, F.sum("amount").alias("total")))
     assert not checked.restorable  # with the check: STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE
     unchecked = pytest_opid.check_restore(a, b)
     assert unchecked.restorable and not unchecked.safe
-    (finding,) = unchecked.reinterpreted
+    finding = unchecked.reinterpreted[0]  # then the aggregate's input: sum(v) -> sum(amount)
     assert "stateSchemaCheck=false" in finding.message
     assert "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE" in finding.message
     assert ("state schema check", "off") in pytest_opid.fingerprint(b).state_operators[0].meaning
+    # A value that gains a field still fails Spark's row format validation (same data set:
+    # added_aggregate_schema_check_off).
+    wider = pytest_opid.check_restore(a, query(b_session, F.sum("v"), F.count("*")))
+    assert not wider.restorable
+    assert "VALUE_ROW_FORMAT_VALIDATION_FAILURE" in wider.problems[0].message
