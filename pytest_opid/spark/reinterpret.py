@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pytest_opid.result import UNKNOWN
 
@@ -474,31 +474,30 @@ def _checkpoint_group_state(
 
 
 def _group_state_names(schema: str | None) -> list[str] | None:
-    if schema is None:
-        return None
-    try:
-        data = json.loads(schema)
-    except ValueError:
-        return None
-    fields = data.get("fields") if isinstance(data, dict) else None
-    if not isinstance(fields, list):
-        return None
-    for field in fields:
+    """The group state's field names: inside ``groupState`` (state format 2), else the top."""
+    fields = _fields(schema)
+    for field in fields or ():
         if isinstance(field, dict) and field.get("name") == "groupState":
-            inner = field.get("type")
-            if isinstance(inner, dict) and isinstance(inner.get("fields"), list):
-                return [str(f.get("name")) for f in inner["fields"] if isinstance(f, dict)]
+            inner = _fields(field.get("type"))
+            if inner is not None:
+                return [str(f.get("name")) if isinstance(f, dict) else "?" for f in inner]
     return _names(schema)
 
 
 def _names(schema: str | None) -> list[str] | None:
-    if schema is None:
-        return None
-    try:
-        data = json.loads(schema)
-    except ValueError:
-        return None
-    fields = data.get("fields") if isinstance(data, dict) else None
-    if not isinstance(fields, list):
+    """A struct schema's field names (Spark's JSON form), ``None`` where it is not one."""
+    fields = _fields(schema)
+    if fields is None:
         return None
     return [str(f.get("name")) if isinstance(f, dict) else "?" for f in fields]
+
+
+def _fields(schema: Any) -> list[Any] | None:
+    """The ``fields`` of a struct type given as JSON text or already parsed."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError:
+            return None
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    return fields if isinstance(fields, list) else None
