@@ -46,15 +46,7 @@ def test_a_small_build_leaves_the_callers_young_garbage_young() -> None:
     """A Spark query's fingerprint allocates a few thousand objects; promoting the caller's
     young garbage with them (py4j proxies that pin JVM objects) grew the JVM heap without
     bound. A small build leaves the young generation to the collector's young passes."""
-    gc.collect()
-
-    class Cycle:
-        def __init__(self) -> None:
-            self.me = self
-
-    garbage = [Cycle() for _ in range(100)]
-    alive = [weakref.ref(c) for c in garbage]
-    del garbage  # unreachable cycles, young
+    alive = _young_garbage()
     with gc_paused():
         _ = [[i] for i in range(1_000)]
     gc.collect(0)  # a young pass frees them: they were not moved to the oldest generation
@@ -62,15 +54,7 @@ def test_a_small_build_leaves_the_callers_young_garbage_young() -> None:
 
 
 def test_a_large_build_promotes_them_with_it() -> None:
-    gc.collect()
-
-    class Cycle:
-        def __init__(self) -> None:
-            self.me = self
-
-    garbage = [Cycle() for _ in range(100)]
-    alive = [weakref.ref(c) for c in garbage]
-    del garbage
+    alive = _young_garbage()
     with gc_paused():
         built = [[i] for i in range(150_000)]
     gc.collect(0)
@@ -78,3 +62,17 @@ def test_a_large_build_promotes_them_with_it() -> None:
     gc.collect()
     assert all(ref() is None for ref in alive)
     del built
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _young_garbage() -> list[weakref.ref[_Cycle]]:
+    """100 unreachable reference cycles in the young generation, watched by weak references."""
+    gc.collect()
+    garbage = [_Cycle() for _ in range(100)]
+    alive = [weakref.ref(c) for c in garbage]
+    del garbage
+    return alive
