@@ -184,7 +184,7 @@ class Recorder:
             if getattr(request.config, "_syrupy", None) is None:  # syrupy's plugin sets it
                 pytest.fail(
                     "@pytest.mark.stable_topology needs syrupy for its snapshots: "
-                    "pip install 'pytest-opid[pytest]'",
+                    "pip install -e '.[pytest]' in the pytest-opid clone",
                     pytrace=False,
                 )
             from syrupy.location import PyTestLocation
