@@ -28,7 +28,8 @@ def _require_pyflink() -> None:
         import pyflink  # noqa: F401
     except ImportError:
         pytest.fail(
-            "the flink fixtures need PyFlink (and Java 11+): pip install -e '.[flink]' in the pytest-opid clone",
+            "the flink fixtures need PyFlink (and Java 11+): "
+            "pip install -e '.[flink]' in the pytest-opid clone",
             pytrace=False,
         )
 

@@ -66,7 +66,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         from pyspark.sql import SparkSession
     except ImportError:
         pytest.fail(
-            "the spark fixture needs PySpark (and Java 17): pip install -e '.[spark]' in the pytest-opid clone",
+            "the spark fixture needs PySpark (and Java 17): "
+            "pip install -e '.[spark]' in the pytest-opid clone",
             pytrace=False,
         )
     active = SparkSession.getActiveSession()
