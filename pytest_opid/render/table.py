@@ -7,19 +7,25 @@ from pytest_opid.text import plural, printable
 
 __all__ = ["render_table"]
 
+#: What an engine calls a chain (one, many) and an operator's ID; Flink's words otherwise. A
+#: Spark job's chains are its stages, and its operator IDs are pytest-opid's, not Spark's.
+_WORDS = {"spark": ("stage", "stages", "operator ID")}
+_FLINK_WORDS = ("job vertex", "job vertices", "OperatorID")
+
 
 def render_table(fingerprint: Fingerprint) -> str:
-    """Job vertices in Flink's order, each with its operators (OperatorID, user-defined ID,
-    uid, parallelism, name). Operators are listed in node order within their vertex."""
+    """Job vertices (a Spark job's stages) in the engine's order, each with its operators (ID,
+    user-defined ID, uid, parallelism, name). Operators are listed in node order within their
+    vertex."""
+    one, many, ident = _WORDS.get(fingerprint.engine, _FLINK_WORDS)
     members: dict[str | None, list] = {}
     for op in fingerprint.operators:
         members.setdefault(op.job_vertex, []).append(op)
     vertices = list(fingerprint.job_vertices)
     lines = [
-        f"{plural(len(fingerprint.operators), 'operator')} in "
-        f"{plural(len(vertices), 'job vertex', 'job vertices')}",
+        f"{plural(len(fingerprint.operators), 'operator')} in {plural(len(vertices), one, many)}",
     ]
-    header = ("OperatorID", "user-defined ID", "uid", "parallelism", "name")
+    header = (ident, "user-defined ID", "uid", "parallelism", "name")
     rows_by_vertex = []
     for vertex in vertices:
         rows_by_vertex.append(
@@ -44,7 +50,7 @@ def render_table(fingerprint: Fingerprint) -> str:
     for number, (vertex, rows) in enumerate(zip(vertices, rows_by_vertex, strict=True), start=1):
         lines.append("")
         lines.append(
-            f"job vertex {number}: {printable(vertex.name)}  "
+            f"{one} {number}: {printable(vertex.name)}  "
             f"(id {vertex.id}, parallelism {vertex.parallelism})"
         )
         lines.append(fmt(header))
@@ -52,7 +58,7 @@ def render_table(fingerprint: Fingerprint) -> str:
     orphans = members.get(None, [])
     if orphans:
         lines.append("")
-        lines.append("operators in no job vertex")
+        lines.append(f"operators in no {one}")
         lines.extend(
             fmt((op.operator_id, op.user_operator_id or "-", "-", "", printable(op.name)))
             for op in orphans

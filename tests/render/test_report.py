@@ -71,3 +71,17 @@ def test_the_anchor_is_known_before_the_report_is_written():
     title = "tests/test_jobs.py::test_fraud[fraud]"
     assert report_anchor(title) == report_anchor(title)
     assert report_anchor(title).startswith("t-") and len(report_anchor(title)) == 18
+
+
+def test_the_fingerprint_table_speaks_the_engine_s_words() -> None:
+    from pytest_opid.render.table import render_table
+    from pytest_opid.result import ChainedOperator, Fingerprint, JobVertex, OperatorFingerprint
+
+    zero = "0" * 32
+    ops = (OperatorFingerprint(1, "HashAggregate", zero, job_vertex=zero),)
+    vertices = (JobVertex(zero, "HashAggregate", 4, (ChainedOperator(zero),), (1,)),)
+    spark = render_table(Fingerprint(ops, vertices, None, "spark", "batch"))
+    assert spark.startswith("1 operator in 1 stage") and "stage 1: HashAggregate" in spark
+    assert "job vertex" not in spark and "OperatorID" not in spark
+    flink = render_table(Fingerprint(ops, vertices, None, "flink", "streaming"))
+    assert "1 job vertex" in flink and "OperatorID" in flink
