@@ -469,9 +469,11 @@ def _duration(micros: int) -> str:
     return f"{micros} microseconds"
 
 
-def _type(data_type: Any) -> str:
+def _type(data_type: Any, depth: int = 0) -> str:
     """A Spark data type (its JSON form) in Spark's DDL words: ``bigint``,
-    ``struct<start: timestamp, end: timestamp>``."""
+    ``struct<start: timestamp, end: timestamp>``; past 32 levels of nesting, ``…``."""
+    if depth > 32:
+        return "…"
     if isinstance(data_type, str):
         return {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}.get(
             data_type, data_type
@@ -480,10 +482,15 @@ def _type(data_type: Any) -> str:
         kind = data_type.get("type")
         if kind == "struct":
             fields = data_type.get("fields") or ()
-            inner = ", ".join(f"{f.get('name')}: {_type(f.get('type'))}" for f in fields)
+            inner = ", ".join(
+                f"{f.get('name')}: {_type(f.get('type'), depth + 1)}"
+                for f in fields
+                if isinstance(f, dict)
+            )
             return f"struct<{inner}>"
         if kind == "array":
-            return f"array<{_type(data_type.get('elementType'))}>"
+            return f"array<{_type(data_type.get('elementType'), depth + 1)}>"
         if kind == "map":
-            return f"map<{_type(data_type.get('keyType'))}, {_type(data_type.get('valueType'))}>"
+            key = _type(data_type.get("keyType"), depth + 1)
+            return f"map<{key}, {_type(data_type.get('valueType'), depth + 1)}>"
     return UNKNOWN

@@ -205,3 +205,16 @@ def test_from_a_checkpoint_reordered_group_state_fields_reinterpret() -> None:
         (("key 1", "user: string"),),
     )
     assert renamed == []
+
+
+def test_deep_plans_and_types_are_cut_not_recursed_into() -> None:
+    from pytest_opid.spark.meaning import MeaningPlan, _tree, _type
+
+    nested: object = "long"
+    for _ in range(3000):
+        nested = {"type": "array", "elementType": nested}
+    assert _type(nested).endswith("…" + ">" * 33)
+    flat = [{"class": "x.Not", "num-children": 1} for _ in range(5000)]
+    flat.append({"class": "x.AttributeReference", "num-children": 0, "name": "a"})
+    text = MeaningPlan([]).render(_tree(flat))
+    assert text.endswith("…") and text.count("NOT") < 300
