@@ -19,6 +19,7 @@ from dataclasses import replace
 from pytest_opid.comparison import Check, Comparison
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.restore import check_fingerprint, short_source
+from pytest_opid.spark.stages import stage_diff
 from pytest_opid.text import plural, quote
 
 __all__ = ["ROWS", "SparkRules"]
@@ -144,9 +145,17 @@ class SparkRules:
                 out.append(f"  - {lines[0]}")
                 out += [f"    {line}" for line in lines[1:fix]]
         before, after = len(c.old.job_vertices), len(c.new.job_vertices)
-        if before != after:
+        if c.mode == "batch":
+            diff = stage_diff(c.old, c.new)
+            if diff:
+                out += ["", f"Stages: {before} before, {after} now."]
+                out += [f"  join strategy: {o} is now {n}" for o, n in diff.strategies]
+                out += [f"  {change.describe()}" for change in diff.changes[:ROWS]]
+                if len(diff.changes) > ROWS:
+                    out.append(f"  ... and {len(diff.changes) - ROWS} more")
+        elif before != after:
             out += ["", f"Stages: {before} before, {after} now (an exchange was added or removed)."]
-        if c.chain_changes:
+        if c.chain_changes and c.mode != "batch":
             out += ["", "Stages that split or merged:"]
             out += [f"  {change.describe()}" for change in c.chain_changes[:ROWS]]
         if broken:
@@ -208,7 +217,9 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
             "something else: the results would be wrong"
         )
     state_problems = len(problems)
-    if c.chain_changes:
+    if c.mode == "batch":
+        problems += stage_diff(c.old, c.new).problems()
+    elif c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):
         problems.append(f"{len(c.old.job_vertices)} stages became {len(c.new.job_vertices)}")
@@ -228,9 +239,15 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     moved = len(c.changed) + len(c.added)
     if c.mode == "batch":
         if moved or problems:
+            inside = len(stage_diff(c.old, c.new).inside)
+            within = (
+                f"; {plural(inside, 'stage')} changed only in row-wise operators (Filter, Project)"
+                if inside
+                else ""
+            )
             return (
-                f"Stages unchanged {held}: {plural(moved, 'operator')} with a new ID, no stage "
-                "split or merged (a batch job keeps no state between runs)."
+                f"Stages unchanged {held}: {plural(moved, 'operator')} with a new ID, the same "
+                f"stages and exchanges{within} (a batch job keeps no state between runs)."
             )
         return (
             f"Stages unchanged {held}: the same stages (a batch job keeps no state between runs)."
@@ -265,7 +282,10 @@ def _reinterprets(c: Comparison) -> bool:
 
 
 def _stages_changed(c: Comparison) -> bool:
-    """A stage split or merged, or one added or removed (an exchange came or went)."""
+    """A stage split or merged, or one added or removed (an exchange came or went); in a batch
+    job, a stage added, removed or changed beyond row-wise operators, or a join strategy."""
+    if c.mode == "batch":
+        return bool(stage_diff(c.old, c.new))
     return bool(c.chain_changes) or len(c.old.job_vertices) != len(c.new.job_vertices)
 
 
