@@ -44,16 +44,10 @@ EVENTS = ROOT / "examples" / "spark" / "data" / "events"
 
 
 def _session() -> Any:
-    from pyspark.sql import SparkSession
+    """The Spark benchmark's session (the `spark` fixture's settings, local[2])."""
+    from benchmarks.bench_spark import _session as spark_session
 
-    from pytest_opid.plugin.spark import SPARK_CONF
-
-    builder = SparkSession.builder.master("local[2]").appName("bench_spark_explain")
-    for key, value in SPARK_CONF.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return spark_session()
 
 
 def _explain(df: Any) -> None:
