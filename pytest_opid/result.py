@@ -141,6 +141,16 @@ class Fingerprint:
     #: ``None`` where unknown (snapshots do not record edges). Pictures only: no identity
     #: depends on it, so it takes no part in equality.
     edges: tuple[tuple[int, int, str], ...] | None = field(default=None, compare=False, repr=False)
+    #: the engine's plan as a reviewer reads it: one line per operator, its children below it
+    #: indented by two spaces per level, each line the operator's name and what it works on
+    #: (tables, keys, functions) in the engine's words. ``None`` where the engine package
+    #: records none (streaming jobs, Flink). Part of the identity: two different queries of one
+    #: shape differ here.
+    plan: tuple[str, ...] | None = None
+    #: job-level settings that decide what the operators' parallelism leaves open, as
+    #: ``(name, value)`` pairs: an operator whose parallelism comes from one records ``-1``, so
+    #: that changing the setting changes one line, not every stage.
+    settings: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: everything a comparison or an explanation uses."""
@@ -307,6 +317,8 @@ class _Reader:
             "state_operators",
             "sources",
             "edges",
+            "plan",
+            "settings",
         }
         self._known(top, known, "")
         engine = self._str(top, "engine", "", default="")
@@ -345,7 +357,21 @@ class _Reader:
         edges = None
         if top.get("edges") is not None:
             edges = self._edges(self._list(top, "edges", ""), seen)
-        return Fingerprint(operators, vertices, states, engine, mode, sources, edges)
+        plan = None
+        if top.get("plan") is not None:
+            raw = self._list(top, "plan", "")
+            for i, line in enumerate(raw):
+                if not isinstance(line, str):
+                    raise DocumentError(f"plan[{i}]: expected a string, got {describe_json(line)}")
+            plan = tuple(raw)
+        settings = []
+        for i, pair in enumerate(self._list(top, "settings", "") if "settings" in top else ()):
+            if not (type(pair) is list and len(pair) == 2 and all(type(x) is str for x in pair)):
+                raise DocumentError(f"settings[{i}]: expected [name, value], two strings")
+            settings.append((pair[0], pair[1]))
+        return Fingerprint(
+            operators, vertices, states, engine, mode, sources, edges, plan, tuple(settings)
+        )
 
     @staticmethod
     def _edges(raw: Sequence[Any], nodes: set[int]) -> tuple[tuple[int, int, str], ...]:
@@ -648,6 +674,8 @@ class _Saved(Struct, forbid_unknown_fields=True, gc=False):
     state_operators: list[_State] | None = _default(None)
     sources: list[str] | None = _default(None)
     edges: list[tuple[_Int32, _Int32, str]] | None = _default(None)
+    plan: list[str] | None = _default(None)
+    settings: list[tuple[str, str]] = _default(())
 
 
 _DECODER = msgspec.json.Decoder(_Saved)
@@ -683,6 +711,8 @@ class _Out(Struct, gc=False):
     state_operators: list[_OutState] | UnsetType = UNSET
     sources: list[str] | UnsetType = UNSET
     edges: list[list[int | str]] | UnsetType = UNSET
+    plan: list[str] | UnsetType = UNSET
+    settings: list[list[str]] | UnsetType = UNSET
 
 
 def _op_rows(operators: Sequence[OperatorFingerprint]) -> list[_Op]:
@@ -727,6 +757,10 @@ def _edge_rows(edges: Sequence[tuple[int, int, str]]) -> list[list[int | str]]:
     return list(map(list, edges))
 
 
+def _pair_rows(pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
+    return list(map(list, pairs))
+
+
 #: The saved form's lists after the scalars, in the order they are written: (key, the
 #: fingerprint's value, its rows for msgspec to write). A list that is None is left out.
 _LISTS: tuple[tuple[str, Any, Any], ...] = (
@@ -735,6 +769,8 @@ _LISTS: tuple[tuple[str, Any, Any], ...] = (
     ("state_operators", attrgetter("state_operators"), _state_rows),
     ("sources", attrgetter("sources"), _as_is),
     ("edges", attrgetter("edges"), _as_is),
+    ("plan", attrgetter("plan"), _as_is),
+    ("settings", lambda fp: fp.settings or None, _pair_rows),
 )
 
 
@@ -754,6 +790,8 @@ def _saved(fp: Fingerprint) -> _Out:
         rows(_state_rows, fp.state_operators),
         rows(list, fp.sources),
         rows(_edge_rows, fp.edges),
+        rows(list, fp.plan),
+        rows(_pair_rows, fp.settings or None),
     )
 
 
@@ -834,7 +872,7 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | 
         + 2 * len(members)
         + 6 * len(states)
         + 3 * len(stores)
-        + 8
+        + 10
         - omitted
     )
     strings = chain(
@@ -848,6 +886,8 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | 
         chain.from_iterable(chain.from_iterable(filter(None, map(itemgetter(5), states)))),
         saved.sources or (),
         map(itemgetter(2), saved.edges or ()),
+        saved.plan or (),
+        chain.from_iterable(saved.settings),
     )
     # More keys in the text than the decoded objects hold means a repeated key.
     if key_count(raw_bytes, strings) != keys:
@@ -922,4 +962,6 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int) -> Fingerprint | 
         saved.mode,
         None if saved.sources is None else tuple(saved.sources),
         edges,
+        None if saved.plan is None else tuple(saved.plan),
+        tuple(map(tuple, saved.settings)),  # type: ignore[arg-type]
     )

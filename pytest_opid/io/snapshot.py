@@ -10,8 +10,11 @@ Format 2 adds a ``[job]`` section (engine and mode) and optional sections for wh
 checks use (max parallelism, statefulness, state store schemas, sources). Format 3 writes each
 state store's key and value schema on a row of its own, in DDL form (``struct<count: bigint>``,
 :mod:`pytest_opid.io.schema`), one field per line where the type is long; a schema without an
-exact DDL form stays JSON-quoted. Formats 1 (no engine tag) and 2 (schemas as quoted JSON) are
-still read.
+exact DDL form stays JSON-quoted. Format 4 adds ``[settings]`` (job-level settings such as
+Spark's shuffle partitions, recorded once instead of as every stage's parallelism) and
+``[plan]``, the engine's plan as an indented tree, one operator per line, its children two
+spaces further in (the line's text with backslashes, control and other unsafe characters as
+JSON escapes). Formats 1 (no engine tag), 2 (schemas as quoted JSON) and 3 are still read.
 """
 
 from __future__ import annotations
@@ -36,15 +39,15 @@ from pytest_opid.result import (
     StateOperator,
     StateStore,
 )
-from pytest_opid.text import quote, quote_all
+from pytest_opid.text import escape_unsafe, quote, quote_all
 
 __all__ = ["HEADER", "PREFIX", "dumps", "is_snapshot", "loads", "read_snapshot"]
 
 #: The start of every snapshot's first line, whatever its format.
 PREFIX = "# pytest-opid topology snapshot"
-#: First line of the snapshots this release writes; :func:`loads` reads formats 1 to 3.
-HEADER = f"{PREFIX}, format 3"
-_HEADERS = {f"{PREFIX}, format 1": 1, f"{PREFIX}, format 2": 2, HEADER: 3}
+#: First line of the snapshots this release writes; :func:`loads` reads formats 1 to 4.
+HEADER = f"{PREFIX}, format 4"
+_HEADERS = {f"{PREFIX}, format {n}": n for n in (1, 2, 3, 4)}
 #: A schema's DDL longer than this is written one field per line.
 _LONG_SCHEMA = 72
 
@@ -56,7 +59,24 @@ _STATES = "[state operators]"
 _STORES = "[state stores]"
 _MEANING = "[state meaning]"
 _SOURCES = "[sources]"
-_SECTIONS = (_JOB, _OPERATORS, _DETAILS, _VERTICES, _STATES, _STORES, _MEANING, _SOURCES)
+_SETTINGS = "[settings]"
+_PLAN = "[plan]"
+_SECTIONS = (
+    _JOB,
+    _SETTINGS,
+    _OPERATORS,
+    _DETAILS,
+    _VERTICES,
+    _STATES,
+    _STORES,
+    _MEANING,
+    _SOURCES,
+    _PLAN,
+)
+#: Sections a format introduced (older formats do not have them).
+_SINCE = {_SETTINGS: 4, _PLAN: 4}
+#: In a [plan] line's text: what is written as an escape besides :func:`escape_unsafe`'s.
+_PLAN_ESCAPED = re.compile(r"[\\\x00-\x1f]")
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _INT = re.compile(r"-?[0-9]{1,10}")
@@ -81,6 +101,9 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
     vertex_number = {v.id: f"v{i}" for i, v in enumerate(fp.job_vertices, 1)}
     lines = [HEADER, *(f"# {line}" if line else "#" for line in preamble), "", _JOB]
     lines += _table(("key", "value"), [("engine", quote(fp.engine)), ("mode", quote(fp.mode))])
+    if fp.settings:
+        lines += ["", _SETTINGS]
+        lines += _table(("setting", "value"), [(quote(k), quote(v)) for k, v in fp.settings])
     lines += ["", _OPERATORS]
     ops = fp.operators
     get = vertex_number.get
@@ -146,7 +169,24 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
         lines += _table(
             ("position", "source"), [(str(i), quote(name)) for i, name in enumerate(fp.sources)]
         )
+    if fp.plan is not None:
+        lines += ["", _PLAN, "# one operator per line, its inputs indented below it"]
+        lines += map(_plan_text, fp.plan)
     return "\n".join(lines) + "\n"
+
+
+def _plan_text(line: str) -> str:
+    """A plan line as written: its indentation, then its text with backslashes and unsafe
+    characters escaped, so that it stays one line and reads back exactly."""
+    content = line.lstrip(" ")
+    if _PLAN_ESCAPED.search(content):
+        content = _PLAN_ESCAPED.sub(_plan_escape, content)
+    return " " * (len(line) - len(line.lstrip(" "))) + escape_unsafe(content)
+
+
+def _plan_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\\\" if char == "\\" else f"\\u{ord(char):04x}"
 
 
 _NODE, _NAME, _OPERATOR_ID, _USER_ID, _UID, _PARALLELISM, _JOB_VERTEX = (
@@ -232,6 +272,7 @@ _REQUIRED = {
     1: (_OPERATORS, _VERTICES),
     2: (_JOB, _OPERATORS, _VERTICES),
     3: (_JOB, _OPERATORS, _VERTICES),
+    4: (_JOB, _OPERATORS, _VERTICES),
 }
 
 
@@ -268,6 +309,8 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
     stores: dict[int, list[StateStore]] = {}
     meaning: dict[int, list[tuple[str, str]]] = {}
     sources: list[str] | None = None
+    settings: list[tuple[str, str]] = []
+    plan: list[str] | None = None
     schemas: dict[tuple[int, str], dict[str, str | None]] = {}  # format 3's [state stores]
     pending: list[Any] | None = None  # a schema written over several lines, so far
     for number, raw in enumerate(lines, 1):
@@ -284,11 +327,20 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
         if line in _SECTIONS:
             if version == 1 and line not in (_OPERATORS, _VERTICES, _STATES):
                 raise DocumentError(f"{where}: section {line} does not exist in format 1")
+            if version < _SINCE.get(line, 1):
+                raise DocumentError(f"{where}: section {line} does not exist in format {version}")
             section = line
+            if section == _PLAN:
+                if plan is not None:
+                    raise DocumentError(f"{where}: a second {_PLAN} section")
+                plan = []
             if section == _STATES:
                 states = []
             elif section == _SOURCES:
                 sources = []
+            continue
+        if section == _PLAN and plan is not None:
+            plan.append(_plan_line(raw, plan[-1] if plan else None, where))
             continue
         cells = _cells(line, where)
         if section == _OPERATORS:
@@ -352,6 +404,11 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
             meaning.setdefault(_int(state_no, where), []).append(
                 (_string(fact, where), _string(value, where))
             )
+        elif section == _SETTINGS:
+            key, value = (_string(c, where) for c in _arity(cells, 2, where))
+            if any(key == k for k, _ in settings):
+                raise DocumentError(f"{where}: setting {key[:60]!r} appears twice")
+            settings.append((key, value))
         elif section == _SOURCES and sources is not None:
             position, name = _arity(cells, 2, where)
             if _int(position, where) != len(sources):
@@ -412,7 +469,33 @@ def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
         engine,
         mode,
         None if sources is None else tuple(sources),
+        None,
+        None if plan is None else tuple(plan),
+        tuple(settings),
     )
+
+
+def _plan_line(raw: str, above: str | None, where: str) -> str:
+    """A ``[plan]`` line read back: its indentation (two spaces a level, at most one level
+    deeper than the line above, none on the first) and its text, escapes decoded."""
+    text = raw.rstrip("\r")
+    content = text.lstrip(" ")
+    depth = len(text) - len(content)
+    deepest = 0 if above is None else len(above) - len(above.lstrip(" ")) + 2
+    if depth % 2 or depth > deepest:
+        raise DocumentError(
+            f"{where}: a [plan] line indented by {depth} spaces; expected an even number, "
+            f"at most {deepest}"
+        )
+    if content[:1].isspace():
+        raise DocumentError(f"{where}: a [plan] line indented with a tab or other white space")
+    try:
+        value = json.loads('"' + content.replace('"', '\\"') + '"')
+    except (json.JSONDecodeError, RecursionError):
+        raise DocumentError(f"{where}: malformed escape in the [plan] line") from None
+    if not isinstance(value, str) or _SURROGATE.search(value):
+        raise DocumentError(f"{where}: malformed escape in the [plan] line")
+    return " " * depth + value
 
 
 # -- the fast path --------------------------------------------------------------------------------

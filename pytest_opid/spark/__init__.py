@@ -50,6 +50,7 @@ def plan_graph(obj: Any) -> SparkPlanGraph:
         sources=reading.sources,
         output_mode_known=reading.output_mode_known,
         node_texts=reading.node_texts,
+        shuffle_partitions=reading.shuffle_partitions,
         schema_check=_schema_check(obj) if reading.streaming else True,
     )
 

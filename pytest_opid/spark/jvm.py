@@ -58,6 +58,8 @@ class PlanReading(NamedTuple):
     #: what the plan JSON leaves out of some nodes, by their position in it: a watermark's
     #: delay, a stream-stream join's condition (Spark's own text, expression ids removed)
     node_texts: dict[int, str] | None = None
+    #: a batch plan's session ``spark.sql.shuffle.partitions`` (``None``: not a number)
+    shuffle_partitions: int | None = None
 
 
 # -- reading plans from PySpark (the only code that touches the JVM) -------------------------
@@ -104,9 +106,7 @@ def read_plan(obj: Any) -> PlanReading:
         analyzed = execution.analyzed()
         plan = jvm.incremental_plan(session, analyzed, None)
         return jvm.streaming_reading(plan, analyzed, session)
-    plan = execution.executedPlan()
-    if plan.nodeName() == "AdaptiveSparkPlan":
-        plan = jvm.static_plan(session, execution.analyzed())
+    plan, partitions = jvm.batch_plan(session, execution)
     text = jvm.plan_json(plan)
     if _CACHED in text:
         # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
@@ -114,7 +114,7 @@ def read_plan(obj: Any) -> PlanReading:
         # again as if nothing were cached, so the fingerprint does not depend on the session.
         plan = jvm.uncached_plan(session, execution.analyzed())
         text = jvm.plan_json(plan)
-    return PlanReading(text, _scan_names(plan, text), False)
+    return PlanReading(text, _scan_names(plan, text), False, shuffle_partitions=partitions)
 
 
 def _scan_names(plan: Any, text: str) -> list[str | None] | None:
@@ -140,6 +140,7 @@ def _stream_session(execution: Any) -> Any:
 
 
 _AQE = "spark.sql.adaptive.enabled"
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: An expression id in Spark's text of an expression (``ts#12``, ``id#3L``).
 _EXPR_ID = re.compile(r"#\d+L?")
 #: A cached relation in a plan's JSON (``InMemoryTableScanExec`` and its relation).
@@ -267,6 +268,17 @@ class _Jvm:
             parts.append(part)
             start = end
         return "".join(parts)
+
+    def batch_plan(self, session: Any, execution: Any) -> tuple[Any, int | None]:
+        """A batch DataFrame's static plan (:meth:`static_plan`) and the session's shuffle
+        partitions. Planned once: with adaptive execution on, the DataFrame's own
+        ``executedPlan()`` would be an adaptive plan to be planned again without it."""
+        conf = session.conf()
+        partitions = conf.get(_SHUFFLE_PARTITIONS)
+        number = int(partitions) if str(partitions).isdigit() else None
+        if conf.get(_AQE) == "false":
+            return execution.executedPlan(), number
+        return self.static_plan(session, execution.analyzed()), number
 
     def static_plan(self, session: Any, logical: Any) -> Any:
         """Plan ``logical`` again with adaptive execution off, restoring the setting after."""

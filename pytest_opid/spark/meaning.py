@@ -116,6 +116,11 @@ class MeaningPlan:
     """The plan's nodes with what resolving an attribute needs: the expression that defines
     each alias (projections, Expand's first projection, aggregates' results)."""
 
+    #: wrappers rendered as the expression inside them
+    transparent: frozenset[str] = _TRANSPARENT
+    #: functions written by their SQL name instead of their class name
+    function_names: Mapping[str, str] = {}
+
     def __init__(
         self, nodes: Sequence[Mapping[str, Any]], texts: Mapping[int, str] | None = None
     ) -> None:
@@ -200,7 +205,7 @@ class MeaningPlan:
                     return window
                 return self._render(definition, budget, seen | {ident})
             return str(f.get("name", "?"))
-        if cls in _TRANSPARENT and node.children:
+        if cls in self.transparent and node.children:
             return self._render(node.children[0], budget, seen)
         if cls == "Literal":
             value, kind = f.get("value"), f.get("dataType")
@@ -221,7 +226,7 @@ class MeaningPlan:
             return f"({parts[0]} {_OPERATORS[cls]} {parts[1]})"
         if cls == "Not" and len(parts) == 1:
             return f"NOT {parts[0]}"
-        name = cls[0].lower() + cls[1:] if cls else "?"
+        name = self.function_names.get(cls) or (cls[0].lower() + cls[1:] if cls else "?")
         return f"{name}({', '.join(parts)})"
 
     def _window(

@@ -73,6 +73,7 @@ from pytest_opid.result import (
     StateStore,
 )
 from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT, MeaningPlan, operator_meaning
+from pytest_opid.spark.tree import WRAPPERS, plan_children, plan_tree
 from pytest_opid.spark.tws import transform_with_state_meaning
 
 __all__ = [
@@ -109,10 +110,10 @@ STATEFUL_OPERATORS: dict[str, str] = {
 #: variables), which Spark checks at restart as it checks the schemas.
 PROPERTIES_STORE = "operatorProperties"
 
-#: Nodes that wrap the real operator below them and vanish from the topology.
-_WRAPPERS = frozenset(
-    {"WholeStageCodegenExec", "InputAdapter", "ColumnarToRowExec", "RowToColumnarExec"}
-)
+#: The session conf that fixes the partitions of the exchanges Spark plans by itself; a batch
+#: fingerprint records it once (:attr:`~pytest_opid.result.Fingerprint.settings`) and gives
+#: those exchanges' operators parallelism -1.
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _EXCHANGES = frozenset({"ShuffleExchangeExec", "BroadcastExchangeExec"})
 #: Operators that shuffle to a single partition inside their own execution.
 _IMPLICIT_GLOBAL = frozenset({"CollectLimitExec", "TakeOrderedAndProjectExec"})
@@ -164,6 +165,10 @@ class SparkPlanGraph:
     topology: Topology
     state_operators: tuple[StatefulNode, ...] | None = None
     sources: tuple[str, ...] | None = None
+    #: a batch plan as a readable tree (:mod:`pytest_opid.spark.tree`)
+    plan: tuple[str, ...] | None = None
+    #: the session confs the operators' parallelism -1 stands for
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:
@@ -215,7 +220,17 @@ def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:
         (e.source, e.target, _EXCHANGE_LABELS.get(e.partitioner, "exchange"))
         for e in topology.edges
     )
-    return Fingerprint(operators, tuple(vertices), states, ENGINE, mode, graph.sources, edges)
+    return Fingerprint(
+        operators,
+        tuple(vertices),
+        states,
+        ENGINE,
+        mode,
+        graph.sources,
+        edges,
+        graph.plan,
+        graph.settings,
+    )
 
 
 #: How an edge's records travel, in Spark's terms: pipelined within a stage (no label) or
@@ -344,6 +359,7 @@ def graph_from_plan(
     output_mode_known: bool = True,
     schema_check: bool = True,
     node_texts: Mapping[int, str] | None = None,
+    shuffle_partitions: int | None = None,
 ) -> SparkPlanGraph:
     """Convert Spark's plan JSON (``SparkPlan.toJSON()``, a pre-order list of nodes) into a
     :class:`SparkPlanGraph`.
@@ -354,9 +370,13 @@ def graph_from_plan(
     Spark's numbering, each with ``operator_name`` and ``stores``) and ``sources`` (the offset
     log's sources) complete a streaming plan with what a restart is checked against.
     ``output_mode_known`` is false for a streaming DataFrame not started yet: its plan is made
-    in append mode, but the query's mode is chosen at ``writeStream``. ``schema_check`` false
-    (the session sets ``spark.sql.streaming.stateStore.stateSchemaCheck=false``) is recorded in
-    every stateful operator's meaning. ``node_texts`` adds what the JSON leaves out of some
+    in append mode, but the query's mode is chosen at ``writeStream``. For a batch plan,
+    ``shuffle_partitions`` (the session's ``spark.sql.shuffle.partitions``, where known) is
+    recorded once as a setting, and the exchanges Spark sized with it get parallelism -1; a
+    batch plan also gets its readable tree (:func:`~pytest_opid.spark.tree.plan_tree`).
+    ``schema_check`` false (the session sets
+    ``spark.sql.streaming.stateStore.stateSchemaCheck=false``) is recorded in every stateful
+    operator's meaning. ``node_texts`` adds what the JSON leaves out of some
     nodes (a watermark's delay, a join's condition), by their position in it.
     """
     if isinstance(plan, str):
@@ -365,9 +385,14 @@ def graph_from_plan(
         except json.JSONDecodeError as exc:
             raise DocumentError(f"the Spark plan is not valid JSON: {exc.msg}") from None
     nodes = _check_plan(plan, "the Spark plan")
-    builder = _Builder(leaves or (), output_mode_known, node_texts or {})
+    conf = None if streaming else shuffle_partitions
+    builder = _Builder(leaves or (), output_mode_known, node_texts or {}, conf)
     builder.convert(nodes, main=True)
     topology = Topology(builder.operators, builder.edges())
+    if not streaming:
+        settings = ((SHUFFLE_PARTITIONS, str(conf)),) if builder.conf_used else ()
+        tree = plan_tree(nodes, leaves=leaves or (), shuffle_partitions=conf)
+        return SparkPlanGraph(topology, None, None, tree, settings)
     states = None
     if streaming:
         read = list(state) if state is not None else []
@@ -418,33 +443,6 @@ def _short_class(node: dict[str, Any]) -> str:
     return node["class"].rsplit(".", 1)[-1].rsplit("$", 1)[-1]
 
 
-def _children(nodes: Sequence[dict[str, Any]], what: str) -> tuple[list[list[int]], list[int]]:
-    """Children of every node of a pre-order list, and the end of every node's subtree."""
-    count = len(nodes)
-    children: list[list[int]] = [[] for _ in nodes]
-    end = [0] * count
-    stack: list[list[int]] = []  # [node, children still expected]
-    for i, node in enumerate(nodes):
-        if stack:
-            top = stack[-1]
-            children[top[0]].append(i)
-            top[1] -= 1
-        elif i:
-            raise DocumentError(f"{what}: node #{i} ({node['class']}) is outside the plan tree")
-        kids = node["num-children"]
-        if kids:
-            stack.append([i, kids])
-        else:
-            end[i] = i + 1
-        while stack and stack[-1][1] == 0:
-            done = stack.pop()[0]
-            end[done] = i + 1
-    if stack:
-        i = stack[-1][0]
-        raise DocumentError(f"{what}: node #{i} ({nodes[i]['class']}) misses children")
-    return children, end
-
-
 class _Port:
     """What a consumer connects to: the producing operator and the edge's partitioner."""
 
@@ -464,8 +462,11 @@ class _Builder:
         leaves: Sequence[str | None],
         output_mode_known: bool = True,
         node_texts: Mapping[int, str] | None = None,
+        shuffle_partitions: int | None = None,
     ) -> None:
         self.output_mode_known = output_mode_known
+        self.shuffle_partitions = shuffle_partitions
+        self.conf_used = False  # some exchange took its partitions from shuffle_partitions
         self.node_texts = node_texts or {}
         self.leaves = leaves
         self.operators: list[Operator] = []
@@ -491,7 +492,7 @@ class _Builder:
 
     def _walk(self, nodes: list[dict[str, Any]], *, main: bool) -> _Port:
         what = "the Spark plan" if main else "a nested Spark plan"
-        children, end = _children(nodes, what)
+        children, end = plan_children(nodes, what)
         ports: list[_Port | None] = [None] * len(nodes)
         state_order: dict[int, int] = {}  # plan index -> pre-order rank among stateful nodes
         leaf_rank: dict[int, int] = {}
@@ -518,7 +519,7 @@ class _Builder:
             node = nodes[i]
             cls = _short_class(node)
             inputs = [ports[c] for c in children[i]]
-            if cls in _WRAPPERS and len(inputs) == 1:
+            if cls in WRAPPERS and len(inputs) == 1:
                 ports[i] = inputs[0]
             elif cls in _EXCHANGES and len(inputs) == 1:
                 ports[i] = self._exchange(node, cls, inputs[0])  # type: ignore[arg-type]
@@ -579,16 +580,28 @@ class _Builder:
     def _exchange(self, node: dict[str, Any], cls: str, child: _Port) -> _Port:
         if child.partitioner is not Partitioner.FORWARD:
             child = self._materialize(child)
-        partitioner, parallelism = _exchange_partitioning(node, cls)
+        partitioner, parallelism = self._partitioning(node, cls)
         return _Port(child.source, partitioner, parallelism)
+
+    def _partitioning(self, node: dict[str, Any], cls: str) -> tuple[Partitioner, int]:
+        """An exchange's partitioner and partitions: -1 where Spark took them from the
+        session's shuffle partitions (recorded once instead), unless the query asked for that
+        number itself (``repartition(n)``)."""
+        partitioner, parallelism = _exchange_partitioning(node, cls)
+        origin = node.get("shuffleOrigin")
+        asked = isinstance(origin, dict) and str(origin.get("object", "")).endswith(
+            ".REPARTITION_BY_NUM$"
+        )
+        if parallelism == self.shuffle_partitions and parallelism > 0 and not asked:
+            self.conf_used = True
+            return partitioner, -1
+        return partitioner, parallelism
 
     def _reuse(self, nested: list[dict[str, Any]], what: str, index: int) -> _Port:
         nested = _check_plan(nested, f"{what}: the ReusedExchange at node #{index}")
         cls = _short_class(nested[0])
         partitioner, parallelism = (
-            _exchange_partitioning(nested[0], cls)
-            if cls in _EXCHANGES
-            else (Partitioner.CUSTOM, -1)
+            self._partitioning(nested[0], cls) if cls in _EXCHANGES else (Partitioner.CUSTOM, -1)
         )
         port = _Port(None, partitioner, parallelism)
         self._reused.append((nested, port))

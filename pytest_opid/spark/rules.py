@@ -19,7 +19,7 @@ from dataclasses import replace
 from pytest_opid.comparison import Check, Comparison
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.restore import check_fingerprint, short_source
-from pytest_opid.spark.stages import stage_diff
+from pytest_opid.spark.stages import plan_diff, stage_diff
 from pytest_opid.text import plural, quote
 
 __all__ = ["ROWS", "SparkRules"]
@@ -81,7 +81,9 @@ class SparkRules:
         if fp.mode == "batch":
             return (
                 "A Spark batch job keeps no state; job vertices are its stages, which end at",
-                "every exchange (shuffle, broadcast). Accept changes: pytest --snapshot-update",
+                "every exchange (shuffle, broadcast); [plan] names its tables, keys and joins.",
+                "Parallelism -1: set at run time, or by a conf in [settings].",
+                "Accept changes: pytest --snapshot-update",
             )
         return (
             "Spark finds a stateful operator's state in state/<n> by its position n in the plan",
@@ -153,6 +155,13 @@ class SparkRules:
                 out += [f"  {change.describe()}" for change in diff.changes[:ROWS]]
                 if len(diff.changes) > ROWS:
                     out.append(f"  ... and {len(diff.changes) - ROWS} more")
+            plan = plan_diff(c.old, c.new)
+            if plan.changes:
+                out += ["", "Plan (the [plan] lines that differ; row-wise ones last):"]
+                ordered = [*plan.structural, *plan.row_wise]
+                out += [f"  {change.describe()}" for change in ordered[:ROWS]]
+                if len(ordered) > ROWS:
+                    out.append(f"  ... and {len(ordered) - ROWS} more")
         elif before != after:
             out += ["", f"Stages: {before} before, {after} now (an exchange was added or removed)."]
         if c.chain_changes and c.mode != "batch":
@@ -219,12 +228,16 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     state_problems = len(problems)
     if c.mode == "batch":
         problems += stage_diff(c.old, c.new).problems()
+        staged = len(problems)
+        problems += plan_diff(c.old, c.new).problems()
     elif c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):
         problems.append(f"{len(c.old.job_vertices)} stages became {len(c.new.job_vertices)}")
     if broken:
-        if c.mode == "batch" or check is Check.CHAINS or not (loses or _reinterprets(c)):
+        if c.mode == "batch" and staged == state_problems:
+            title = "Plan changed"  # the same stages, another table, key, join or aggregate
+        elif c.mode == "batch" or check is Check.CHAINS or not (loses or _reinterprets(c)):
             title = "Stages changed"
             # The stages first; what the state check would say, after, as not checked.
             problems = [
@@ -238,19 +251,24 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
         return f"{title} {held}: " + "; ".join(problems) + "."
     moved = len(c.changed) + len(c.added)
     if c.mode == "batch":
-        if moved or problems:
-            inside = len(stage_diff(c.old, c.new).inside)
-            within = (
-                f"; {plural(inside, 'stage')} changed only in row-wise operators (Filter, Project)"
-                if inside
-                else ""
+        notes = _settings_changes(c)
+        inside = len(stage_diff(c.old, c.new).inside)
+        if inside:
+            notes.append(
+                f"{plural(inside, 'stage')} changed only in row-wise operators (Filter, Project)"
             )
+        rows = len(plan_diff(c.old, c.new).row_wise)
+        if rows:
+            notes.append(f"{plural(rows, 'plan line')} of row-wise work changed")
+        noted = "".join(f"; {note}" for note in notes)
+        if moved:
             return (
                 f"Stages unchanged {held}: {plural(moved, 'operator')} with a new ID, the same "
-                f"stages and exchanges{within} (a batch job keeps no state between runs)."
+                f"stages and exchanges{noted} (a batch job keeps no state between runs)."
             )
         return (
-            f"Stages unchanged {held}: the same stages (a batch job keeps no state between runs)."
+            f"Stages unchanged {held}: the same stages{noted} "
+            "(a batch job keeps no state between runs)."
         )
     title = {
         Check.IDS: "Restartable from the old checkpoint",
@@ -283,10 +301,25 @@ def _reinterprets(c: Comparison) -> bool:
 
 def _stages_changed(c: Comparison) -> bool:
     """A stage split or merged, or one added or removed (an exchange came or went); in a batch
-    job, a stage added, removed or changed beyond row-wise operators, or a join strategy."""
+    job, a stage added, removed or changed beyond row-wise operators, a join strategy, or a
+    plan line beyond row-wise work (a table, exchange keys, a join, an aggregate, a
+    subquery)."""
     if c.mode == "batch":
-        return bool(stage_diff(c.old, c.new))
+        return bool(stage_diff(c.old, c.new)) or bool(plan_diff(c.old, c.new).structural)
     return bool(c.chain_changes) or len(c.old.job_vertices) != len(c.new.job_vertices)
+
+
+def _settings_changes(c: Comparison) -> list[str]:
+    """``conf changed: spark.sql.shuffle.partitions 4 -> 200``, once per conf. A snapshot
+    from before settings were recorded has none: nothing is known to have changed."""
+    old, new = dict(c.old.settings), dict(c.new.settings)
+    if not old:
+        return []
+    return [
+        f"conf changed: {name} {old.get(name, 'unset')} -> {new.get(name, 'unset')}"
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name) != new.get(name)
+    ]
 
 
 def _stateful(s: StateOperator) -> str:
@@ -307,10 +340,16 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
         out += _restart_fixes(c) or [
             "  - run the changed query on a new checkpoint location (its state starts empty)",
         ]
-    if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch"):
+    restaged = c.mode != "batch" or bool(stage_diff(c.old, c.new))
+    if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch") and restaged:
         out += [
             "  - a stage ends at every exchange: look for a groupBy/join/repartition/",
             "    distinct that was added, removed or moved, or a join strategy that changed",
+        ]
+    elif _stages_changed(c):
+        out += [
+            "  - the query now reads another table, or shuffles, joins, groups or sorts by",
+            "    other keys (the Plan lines above): make sure the change is intended",
         ]
     if accept:
         out.append(f"  - or, if the change is intended, accept it: {accept}")

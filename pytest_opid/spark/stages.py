@@ -21,7 +21,7 @@ from pytest_opid.comparison import align
 from pytest_opid.result import Fingerprint, JobVertex
 from pytest_opid.text import plural, quote
 
-__all__ = ["StageChange", "StageDiff", "stage_diff"]
+__all__ = ["PlanChange", "PlanDiff", "StageChange", "StageDiff", "plan_diff", "stage_diff"]
 
 #: Operators that work row by row inside a stage: adding or removing one moves operator IDs but
 #: no exchange, so it never makes or removes a stage.
@@ -168,3 +168,111 @@ def _strategies(
     went = sorted((before - after).elements())
     came = sorted((after - before).elements())
     return tuple(zip(went, came, strict=True))
+
+
+# -- the plan tree ----------------------------------------------------------------------------
+
+#: Plan operators that work row by row: what their lines say (a filter's columns, a
+#: projection's expressions) changes no stage, exchange, join or aggregate.
+ROW_WISE_LINES = frozenset({"Filter", "Project"})
+
+
+@dataclass(frozen=True)
+class PlanChange:
+    """One line of the plan tree (:mod:`pytest_opid.spark.tree`) that ``changed`` (both set:
+    the same operator, saying something else), was ``added`` (``old`` is ``None``) or
+    ``removed``. Lines are compared without their indentation."""
+
+    old: str | None
+    new: str | None
+
+    @property
+    def kind(self) -> str:
+        return "added" if self.old is None else "removed" if self.new is None else "changed"
+
+    @property
+    def operator(self) -> str:
+        return _operator(self.new if self.old is None else self.old)
+
+    @property
+    def structural(self) -> bool:
+        """Whether the change reaches beyond row-wise work: a table, an exchange or its keys,
+        a join, an aggregate, a sort, a subquery. A scan reading other columns of the same
+        table is row-wise too."""
+        if self.operator in ROW_WISE_LINES:
+            return False
+        if self.operator == "Scan" and self.old is not None and self.new is not None:
+            return _scanned(self.old) != _scanned(self.new)
+        return True
+
+    def describe(self) -> str:
+        """``Exchange changed: hashpartitioning [a] -> hashpartitioning [a, b]``."""
+        if self.old is None:
+            assert self.new is not None
+            return f"{self.operator} added: {_rest(self.new)}".rstrip(": ")
+        if self.new is None:
+            return f"{self.operator} removed: {_rest(self.old)}".rstrip(": ")
+        return f"{self.operator} changed: {_rest(self.old)} -> {_rest(self.new)}"
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    """The lines of two plan trees that differ; empty where either fingerprint has none."""
+
+    changes: tuple[PlanChange, ...] = ()
+
+    @property
+    def structural(self) -> tuple[PlanChange, ...]:
+        return tuple(c for c in self.changes if c.structural)
+
+    @property
+    def row_wise(self) -> tuple[PlanChange, ...]:
+        return tuple(c for c in self.changes if not c.structural)
+
+    def problems(self) -> list[str]:
+        """For a verdict's headline: the first structural changes, one each."""
+        found = self.structural
+        out = [c.describe() for c in found[:3]]
+        if len(found) > 3:
+            out.append(plural(len(found) - 3, "more plan change"))
+        return out
+
+
+def plan_diff(old: Fingerprint, new: Fingerprint) -> PlanDiff:
+    """The plan lines that differ: equal lines pair first (:func:`align`, indentation
+    ignored), then the rest by operator, in order; what is left was added or removed."""
+    if old.plan is None or new.plan is None or old.plan == new.plan:
+        return PlanDiff()
+    before = [line.lstrip(" ") for line in old.plan]
+    after = [line.lstrip(" ") for line in new.plan]
+    pairs = align(before, after)
+    taken_old = {i for i, _ in pairs}
+    taken_new = {j for _, j in pairs}
+    left: dict[str, list[str]] = defaultdict(list)
+    for i, line in enumerate(before):
+        if i not in taken_old:
+            left[_operator(line)].append(line)
+    changes: list[PlanChange] = []
+    for j, line in enumerate(after):
+        if j in taken_new:
+            continue
+        waiting = left.get(_operator(line))
+        changes.append(PlanChange(waiting.pop(0), line) if waiting else PlanChange(None, line))
+    for i, line in enumerate(before):
+        if i not in taken_old and line in left.get(_operator(line), ()):
+            left[_operator(line)].remove(line)
+            changes.append(PlanChange(line, None))
+    return PlanDiff(tuple(changes))
+
+
+def _operator(line: str | None) -> str:
+    return (line or "").split(" ", 1)[0]
+
+
+def _rest(line: str) -> str:
+    return line.split(" ", 1)[1] if " " in line else ""
+
+
+def _scanned(line: str) -> str:
+    """What a scan line reads, less the columns: its format and table."""
+    return line.rsplit(" [", 1)[0] if line.endswith("]") else line
