@@ -66,7 +66,7 @@ def test_plan_lines_stay_one_line_and_read_back_exactly(content):
         (["Root", "    TooDeep"], "indented by 4 spaces; expected an even number, at most 2"),
         (["  Root"], "indented by 2 spaces; expected an even number, at most 0"),
         (["Root", "  \tTab"], "tab or other white space"),
-        (["Root", '  Bad \\x escape'], "malformed escape"),
+        (["Root", "  Bad \\x escape"], "malformed escape"),
         (["Root", "  Lone \\ud800"], "malformed escape"),
     ],
 )

@@ -61,9 +61,10 @@ def test_exchanges_become_partitioners(spark, tables):
 
     orders = _orders(spark, tables)
     customers = _customers(spark, tables)
-    assert _exchange_edges(orders.groupBy("customer_id").count()) == [
-        (Partitioner.HASH, "HashAggregate", 4)
-    ]
+    # Sized by spark.sql.shuffle.partitions (4 in the fixture): recorded once as the conf.
+    grouped = orders.groupBy("customer_id").count()
+    assert _exchange_edges(grouped) == [(Partitioner.HASH, "HashAggregate", -1)]
+    assert plan_graph(grouped).settings == (("spark.sql.shuffle.partitions", "4"),)
     # spark_partition_id() keeps the projection above the exchange (it is not pushed down)
     partition = F.spark_partition_id().alias("partition")
     assert _exchange_edges(orders.repartition(3).select(partition)) == [
@@ -100,8 +101,12 @@ def test_exchanges_become_partitioners(spark, tables):
 )
 def test_parallelism_is_the_number_of_output_partitions(spark, tables, build):
     df = build(_orders(spark, tables), _customers(spark, tables))
-    vertex = pytest_opid.fingerprint(df).job_vertices[-1]  # the stage producing the result
-    assert vertex.parallelism == df._jdf.queryExecution().toRdd().getNumPartitions()
+    fp = pytest_opid.fingerprint(df)
+    vertex = fp.job_vertices[-1]  # the stage producing the result
+    # -1 after an exchange Spark sized itself: the number is the conf, recorded once
+    conf = dict(fp.settings).get("spark.sql.shuffle.partitions")
+    partitions = int(conf) if vertex.parallelism == -1 and conf else vertex.parallelism
+    assert partitions == df._jdf.queryExecution().toRdd().getNumPartitions()
 
 
 def test_scans_have_no_parallelism(spark, tables):
