@@ -294,8 +294,9 @@ def _line(
             f"Window [{functions}] partition {plan.exprs(node.get('partitionSpec'))} "
             f"order {plan.ordering(node.get('orderSpec'))}"
         )
-    if cls == "ExpandExec":
-        return f"Expand {len(_list(node.get('projections')))} projections"
+    if cls == "ExpandExec":  # ROLLUP, CUBE, GROUPING SETS: one projection per set
+        projections = ", ".join(plan.exprs(p) for p in _list(node.get("projections")))
+        return f"Expand [{projections}]"
     if cls == "GenerateExec":
         return f"Generate {plan.expr(node.get('generator'))}"
     if cls == "CoalesceExec":
