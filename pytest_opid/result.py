@@ -347,23 +347,11 @@ class _Reader:
             states = tuple(
                 self._state(s, i) for i, s in enumerate(self._list(top, "state_operators", ""))
             )
-        sources = None
-        if top.get("sources") is not None:
-            raw = self._list(top, "sources", "")
-            for i, s in enumerate(raw):
-                if not isinstance(s, str):
-                    raise DocumentError(f"sources[{i}]: expected a string, got {describe_json(s)}")
-            sources = tuple(raw)
+        sources = self._strings(top, "sources")
         edges = None
         if top.get("edges") is not None:
             edges = self._edges(self._list(top, "edges", ""), seen)
-        plan = None
-        if top.get("plan") is not None:
-            raw = self._list(top, "plan", "")
-            for i, line in enumerate(raw):
-                if not isinstance(line, str):
-                    raise DocumentError(f"plan[{i}]: expected a string, got {describe_json(line)}")
-            plan = tuple(raw)
+        plan = self._strings(top, "plan")
         settings = []
         for i, pair in enumerate(self._list(top, "settings", "") if "settings" in top else ()):
             if not (type(pair) is list and len(pair) == 2 and all(type(x) is str for x in pair)):
@@ -372,6 +360,16 @@ class _Reader:
         return Fingerprint(
             operators, vertices, states, engine, mode, sources, edges, plan, tuple(settings)
         )
+
+    def _strings(self, top: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+        """A list of strings under ``key``; ``None`` where it is missing or null."""
+        if top.get(key) is None:
+            return None
+        raw = self._list(top, key, "")
+        for i, s in enumerate(raw):
+            if not isinstance(s, str):
+                raise DocumentError(f"{key}[{i}]: expected a string, got {describe_json(s)}")
+        return tuple(raw)
 
     @staticmethod
     def _edges(raw: Sequence[Any], nodes: set[int]) -> tuple[tuple[int, int, str], ...]:

@@ -73,7 +73,7 @@ from pytest_opid.result import (
     StateStore,
 )
 from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT, MeaningPlan, operator_meaning
-from pytest_opid.spark.tree import WRAPPERS, plan_children, plan_tree
+from pytest_opid.spark.tree import WRAPPERS, plan_children, plan_tree, word_after
 from pytest_opid.spark.tws import transform_with_state_meaning
 
 __all__ = [
@@ -727,7 +727,7 @@ def _node_name(node: dict[str, Any], cls: str, leaf: str | None) -> str:
     if cls in ("FileSourceScanExec", "BatchScanExec"):
         # Spark names them "Scan parquet <table>" and "BatchScan <table or path>"
         prefix = "FileScan" if cls == "FileSourceScanExec" else "BatchScan"
-        fmt = _word_after(leaf, "Scan" if cls == "FileSourceScanExec" else "BatchScan")
+        fmt = word_after(leaf, "Scan" if cls == "FileSourceScanExec" else "BatchScan")
         return f"{prefix} {fmt}" if fmt else prefix
     if cls == "StreamingRelationExec":
         source = node.get("sourceName")
@@ -739,12 +739,3 @@ def _node_name(node: dict[str, Any], cls: str, leaf: str | None) -> str:
     if cls == "ShuffleExchangeExec":
         return "Exchange"
     return base
-
-
-def _word_after(text: str | None, prefix: str) -> str | None:
-    """The word after ``prefix`` at the start of a scan's node name, if it is a plain word (a
-    format such as ``parquet``), never a path or a table location."""
-    if not text or not text.startswith(prefix + " "):
-        return None
-    token = text[len(prefix) + 1 :].split(" ", 1)[0]
-    return token if _WORD.fullmatch(token) else None

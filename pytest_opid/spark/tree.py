@@ -27,14 +27,16 @@ line per physical operator, its inputs two spaces further in:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.spark.meaning import MeaningPlan, _Expr, _tree
 
-__all__ = ["INDENT", "SCANS", "WRAPPERS", "plan_children", "plan_tree"]
+__all__ = ["INDENT", "SCANS", "WRAPPERS", "plan_children", "plan_tree", "word_after"]
 
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 #: Indentation per level of the tree.
 INDENT = "  "
 #: Nodes that wrap the real operator below them and vanish from the topology and the tree.
@@ -251,11 +253,11 @@ def _line(
         # A catalog table names what is read (its format is the table's); a path-based read
         # names its format, from the node name (known for the main plan's scans only).
         table = _table(node.get("tableIdentifier"))
-        fmt = None if table else _word_after(leaf, "Scan")
+        fmt = None if table else word_after(leaf, "Scan")
         columns = _field_names(node.get("requiredSchema"))
         return " ".join(p for p in ("Scan", table or fmt, columns) if p)
     if cls in ("BatchScanExec", "LocalTableScanExec", "InMemoryTableScanExec"):
-        name = _word_after(leaf, "BatchScan") if cls == "BatchScanExec" else None
+        name = word_after(leaf, "BatchScan") if cls == "BatchScanExec" else None
         outputs = "[" + ", ".join(_names(node.get("output"))) + "]"
         return " ".join(p for p in (base, name, outputs) if p)
     if cls == "ShuffleExchangeExec":
@@ -420,10 +422,10 @@ def _names(output: Any) -> list[str]:
     return names
 
 
-def _word_after(text: str | None, prefix: str) -> str | None:
-    """The format after ``prefix`` in a scan's node name (``Scan parquet ...``): a plain word,
-    never a path."""
+def word_after(text: str | None, prefix: str) -> str | None:
+    """The word after ``prefix`` at the start of a scan's node name (``Scan parquet ...``): a
+    plain word such as a format, never a path or a table location."""
     if not text or not text.startswith(prefix + " "):
         return None
     token = text[len(prefix) + 1 :].split(" ", 1)[0]
-    return token if token.isidentifier() else None
+    return token if _WORD.fullmatch(token) else None
