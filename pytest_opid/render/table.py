@@ -15,8 +15,8 @@ _FLINK_WORDS = ("job vertex", "job vertices", "OperatorID")
 
 def render_table(fingerprint: Fingerprint) -> str:
     """Job vertices (a Spark job's stages) in the engine's order, each with its operators (ID,
-    user-defined ID, uid, parallelism, name). Operators are listed in node order within their
-    vertex."""
+    user-defined ID, uid, parallelism, name), then the job's settings and plan tree where the
+    fingerprint has them. Operators are listed in node order within their vertex."""
     one, many, ident = _WORDS.get(fingerprint.engine, _FLINK_WORDS)
     members: dict[str | None, list] = {}
     for op in fingerprint.operators:
@@ -63,4 +63,10 @@ def render_table(fingerprint: Fingerprint) -> str:
             fmt((op.operator_id, op.user_operator_id or "-", "-", "", printable(op.name)))
             for op in orphans
         )
+    if fingerprint.settings:
+        lines.append("")
+        lines += [f"setting {printable(k)} = {printable(v)}" for k, v in fingerprint.settings]
+    if fingerprint.plan is not None:
+        lines += ["", "plan (one operator per line, its inputs indented below it):"]
+        lines += ["    " + printable(line) for line in fingerprint.plan]
     return "\n".join(lines) + "\n"

@@ -85,3 +85,20 @@ def test_the_fingerprint_table_speaks_the_engine_s_words() -> None:
     assert "job vertex" not in spark and "OperatorID" not in spark
     flink = render_table(Fingerprint(ops, vertices, None, "flink", "streaming"))
     assert "1 job vertex" in flink and "OperatorID" in flink
+
+
+def test_the_table_ends_with_the_settings_and_plan_tree_where_a_fingerprint_has_them():
+    from pytest_opid.render.table import render_table
+    from pytest_opid.result import Fingerprint
+
+    plan = ("HashAggregate keys [a]", "  Exchange hashpartitioning [a]", "    Scan t \u202e")
+    fp = Fingerprint((), (), None, "spark", "batch", None, None, plan, (("conf.x", "4"),))
+    text = render_table(fp)
+    assert "setting conf.x = 4" in text
+    tail = text.split("plan (one operator per line, its inputs indented below it):\n", 1)[1]
+    assert tail.splitlines() == [
+        "    HashAggregate keys [a]",
+        "      Exchange hashpartitioning [a]",
+        "        Scan t \\u202e",  # a bidi override escaped, never raw in a terminal
+    ]
+    assert "plan" not in render_table(Fingerprint((), (), None, "spark", "batch"))
