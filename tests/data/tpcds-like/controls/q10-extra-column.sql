@@ -1,0 +1,8 @@
+-- q10 returning one more column (c_birth_country).
+SELECT c_customer_id, c_first_name, c_last_name, c_birth_country
+FROM customer
+WHERE c_current_addr_sk IN (
+  SELECT ca_address_sk FROM customer_address WHERE ca_state IN ('CA', 'WA', 'OR')
+)
+ORDER BY c_customer_id
+LIMIT 100

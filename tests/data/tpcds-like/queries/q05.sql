@@ -1,0 +1,11 @@
+-- q01 grouped by i_brand instead of i_item_id: only the grouping column differs.
+SELECT i_brand,
+       avg(ss_quantity) AS avg_qty,
+       avg(ss_sales_price) AS avg_price
+FROM store_sales
+JOIN item ON ss_item_sk = i_item_sk
+JOIN date_dim ON ss_sold_date_sk = d_date_sk
+WHERE d_year = 2000 AND i_category = 'Books'
+GROUP BY i_brand
+ORDER BY i_brand
+LIMIT 100
