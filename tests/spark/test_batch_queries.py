@@ -73,8 +73,13 @@ def planned(spark: Any, tpcds_tables: list[str]) -> Callable[[str], Planned]:
 # --- What Spark itself planned -------------------------------------------------------------
 
 
+def _physical(df: Any) -> Any:
+    """Spark's executed plan (a JVM SparkPlan)."""
+    return df._jdf.queryExecution().executedPlan()
+
+
 def _executed(df: Any) -> str:
-    return df._jdf.queryExecution().executedPlan().toString()
+    return _physical(df).toString()
 
 
 def _operators(df: Any) -> list[str]:
@@ -145,12 +150,7 @@ def test_every_two_queries_have_different_fingerprints(planned):
     # Spark: no two queries of the corpus have the same executed plan.
     same_in_spark = _collisions(
         names,
-        lambda a, b: (
-            planned(a)
-            .df._jdf.queryExecution()
-            .executedPlan()
-            .sameResult(planned(b).df._jdf.queryExecution().executedPlan())
-        ),
+        lambda a, b: _physical(planned(a).df).sameResult(_physical(planned(b).df)),
     )
     assert not same_in_spark, f"the corpus has queries Spark plans the same: {same_in_spark}"
     equal = _collisions(names, lambda a, b: planned(a).fingerprint == planned(b).fingerprint)
@@ -177,11 +177,7 @@ def test_a_text_spark_plans_the_same_has_the_same_fingerprint(planned, variant):
     # the very same plan (sameResult: equal up to expression ids).
     assert _operators(old.df) == _operators(new.df)
     if old.df.columns == new.df.columns:
-        assert (
-            old.df._jdf.queryExecution()
-            .executedPlan()
-            .sameResult(new.df._jdf.queryExecution().executedPlan())
-        )
+        assert _physical(old.df).sameResult(_physical(new.df))
     assert new.fingerprint == old.fingerprint
     assert new.snapshot == old.snapshot
 
