@@ -205,6 +205,23 @@ def test_snapshot_texts_hold_no_expression_ids_and_no_paths(spark, planned):
         assert ('"spark.sql.shuffle.partitions"  "4"' in text) == bool(sized_by_conf), name
 
 
+@pytest.mark.parametrize("name", ["q07", "q27", "q35", "q39"])
+def test_a_grouping_sets_key_is_the_grouping_id_not_a_literal(planned, name):
+    """ROLLUP, CUBE and GROUPING SETS group by the columns and Spark's spark_grouping_id, which
+    the Expand below sets per grouping set (0, 1, 3, ...): the key is that column, not the
+    first grouping set's value."""
+    planned_query = planned(name)
+    # Spark: the exchange and the aggregates are keyed by spark_grouping_id.
+    exchanges = [e for e in _exchanges(planned_query.df) if "hashpartitioning" in e]
+    assert len(exchanges) == 1 and "spark_grouping_id, 4)" in exchanges[0], exchanges
+    lines = [line.strip() for line in planned_query.fingerprint.plan]
+    keyed = [line for line in lines if line.startswith(("Exchange hash", "HashAggregate keys"))]
+    assert len(keyed) == 3, keyed
+    for line in keyed:
+        assert "spark_grouping_id" in line, f"{name}: {line!r}"
+        assert ", 0]" not in line, f"{name}: {line!r}"
+
+
 # --- Structural edits, said in words -------------------------------------------------------
 
 
