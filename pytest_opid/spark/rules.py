@@ -229,8 +229,8 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     if c.mode == "batch":
         problems += stage_diff(c.old, c.new).problems()
         staged = len(problems)
-        if staged == state_problems:  # the same stages: say which plan lines changed
-            problems += plan_diff(c.old, c.new).problems()
+        # The same stages: say which plan lines changed; else which tables came or went.
+        problems += plan_diff(c.old, c.new).problems(tables_only=staged > state_problems)
     elif c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):

@@ -229,9 +229,13 @@ class PlanDiff:
     def row_wise(self) -> tuple[PlanChange, ...]:
         return tuple(c for c in self.changes if not c.structural)
 
-    def problems(self) -> list[str]:
-        """For a verdict's headline: the first structural changes, one each."""
-        found = self.structural
+    def problems(self, tables_only: bool = False) -> list[str]:
+        """For a verdict's headline: the first structural changes, one each, what a reviewer
+        needs first leading (tables read, subqueries, exchanges, joins, aggregates, the rest).
+        ``tables_only``: only tables and subqueries (the stages already say the rest)."""
+        found = sorted(self.structural, key=lambda c: _rank(c.operator))
+        if tables_only:
+            found = [c for c in found if _rank(c.operator) < 2]
         out = [c.describe() for c in found[:3]]
         if len(found) > 3:
             out.append(plural(len(found) - 3, "more plan change"))
@@ -263,6 +267,22 @@ def plan_diff(old: Fingerprint, new: Fingerprint) -> PlanDiff:
             left[_operator(line)].remove(line)
             changes.append(PlanChange(line, None))
     return PlanDiff(tuple(changes))
+
+
+def _rank(operator: str) -> int:
+    """How early a changed plan line is named: tables, subqueries, exchanges, joins,
+    aggregates, the rest."""
+    if operator == "Scan":
+        return 0
+    if operator.endswith(("Subquery", "SubqueryBroadcast")):
+        return 1
+    if operator.endswith("Exchange"):
+        return 2
+    if operator.endswith("Join") or operator == "CartesianProduct":
+        return 3
+    if operator.endswith("Aggregate"):
+        return 4
+    return 5
 
 
 def _operator(line: str | None) -> str:

@@ -102,6 +102,9 @@ class _TreePlan(MeaningPlan):
 
     def __init__(self, nodes: Sequence[Mapping[str, Any]]) -> None:
         super().__init__(nodes)
+        # An Expand's outputs differ per projection (ROLLUP's spark_grouping_id is 0, 1, 3...):
+        # the first projection is not their definition here, their own name is.
+        self.defs = {k: v for k, v in self.defs.items() if v[1] != "expand"}
         for node, cls in zip(nodes, self.classes, strict=True):
             if cls in _AGGREGATES:
                 fields: tuple[str, ...] = ("resultExpressions",)

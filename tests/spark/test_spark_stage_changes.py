@@ -83,7 +83,7 @@ def test_a_broadcast_join_added_is_one_stage_added(spark, tables):
     headline = text.splitlines()[0]
     assert headline == (
         'Stages changed [checked: stages]: 1 stage added ("FileScan json -> Filter"); '
-        "1 stage changed (BroadcastHashJoin added)."
+        "1 stage changed (BroadcastHashJoin added); Scan added: json [customer_id]."
     )
     assert "split" not in text and "merged" not in text
     assert "Stages: 3 before, 4 now." in text
