@@ -20,7 +20,7 @@ line per physical operator, its inputs two spaces further in:
   fingerprint records once;
 * a join names its kind, build side and keys; an aggregate its grouping keys and functions
   (``partial_sum``, ``merge_sum`` for the partial steps, as ``EXPLAIN`` writes them);
-* a filter lists the columns its condition reads, not its literals;
+* a filter writes its condition (a change there is row-wise: it passes, noted);
 * a scalar or ``IN`` subquery is written under the operator that uses it, as ``Subquery #n``
   followed by its own plan; a second use of the same subquery is ``ReusedSubquery #n``.
 """
@@ -139,19 +139,6 @@ class _TreePlan(MeaningPlan):
             text += " NULLS LAST" if nulls == "NullsLast" else " NULLS FIRST"
         return text
 
-    def references(self, flat: Any) -> str:
-        """The columns an expression reads, sorted: a filter's literals and the order of its
-        conjuncts are left out."""
-        tree = _tree(flat)
-        found: set[str] = set()
-        todo = [tree] if tree is not None else []
-        while todo:
-            node = todo.pop()
-            if node.cls == "AttributeReference":
-                found.add(self.render(node))
-            todo.extend(node.children)
-        return "[" + ", ".join(sorted(found)) + "]"
-
 
 def plan_tree(
     nodes: Sequence[Mapping[str, Any]],
@@ -266,7 +253,7 @@ def _line(
     if cls == "ShuffleExchangeExec":
         return "Exchange " + _partitioning(plan, node, shuffle_partitions)
     if cls == "FilterExec":
-        return f"Filter {plan.references(node.get('condition'))}"
+        return f"Filter {plan.expr(node.get('condition'))}"
     if cls == "ProjectExec":
         return f"Project {plan.exprs(node.get('projectList'))}"
     if cls in _AGGREGATES:

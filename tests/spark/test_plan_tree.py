@@ -57,7 +57,7 @@ def test_a_deep_plan_is_a_deep_tree_without_recursion():
     plan = filters * depth + [_scan("t", "a")]
     lines = plan_tree(plan)
     assert len(lines) == depth + 1
-    assert lines[0] == "Filter [a]" and lines[1] == "  Filter [a]"
+    assert lines[0] == "Filter a" and lines[1] == "  Filter a"
     assert lines[-1] == "  " * depth + "Scan spark_catalog.default.t [a]"
 
 
@@ -83,10 +83,10 @@ def test_a_subquery_sits_under_its_user_and_a_reuse_names_it():
         _scan("store_sales", "ss_price"),
     ]
     assert plan_tree(plan) == (
-        "Filter [ss_price]",
+        "Filter (ss_price < scalarSubquery())",
         "  Subquery #1",
         "    Scan spark_catalog.default.item [i_price]",
-        "  Filter [ss_price]",
+        "  Filter (ss_price > scalarSubquery())",
         "    ReusedSubquery #1",
         "    Scan spark_catalog.default.store_sales [ss_price]",
     )
