@@ -159,9 +159,27 @@ class Comparison:
         """Whether the change violates what ``check`` holds stable, by the engine's rules."""
         return self.rules.breaks(self, Check.parse(check))
 
+    @cached_property
+    def engine_changes(self) -> dict[str, Any]:
+        """The engine's own account of what changed beyond operators, as JSON-ready keys
+        (:meth:`EngineRules.changes <pytest_opid.io.registry.EngineRules.changes>`; ``{}`` for
+        an engine without one). Computed once: the JSON form and the picture both read it."""
+        changes = getattr(self.rules, "changes", None)  # an engine registered before the hook
+        return dict(changes(self)) if changes is not None else {}
+
+    @property
+    def real_chain_changes(self) -> tuple[ChainChange, ...]:
+        """``chain_changes``, unless the engine says that pairing chains by operator IDs does not
+        describe its chains (its own account replaces ``"chain_changes"``): then none, and
+        :attr:`engine_changes` says what changed instead."""
+        if "chain_changes" in self.engine_changes:
+            return ()
+        return self.chain_changes
+
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form ``opid diff --json`` prints."""
-        return {
+        """The JSON form ``opid diff --json`` prints: the engine-neutral keys, then the
+        engine's own (:attr:`engine_changes`), which replace a neutral key of the same name."""
+        data: dict[str, Any] = {
             "engine": self.engine,
             "mode": self.mode,
             "loses_state": self.loses_state,
@@ -190,6 +208,8 @@ class Comparison:
                 for c in self.state_operator_changes
             ],
         }
+        data.update(self.engine_changes)
+        return data
 
 
 def _op(op: OperatorFingerprint) -> dict[str, Any]:

@@ -112,6 +112,16 @@ class EngineRules(Protocol):
     def added_warning(self, comparison: Comparison) -> str | None:
         """A note for changes that pass but leave something unprotected, or ``None``."""
 
+    def changes(self, comparison: Comparison) -> dict[str, Any]:
+        """The engine's own account of what changed beyond operators, as JSON-ready keys that
+        :meth:`~pytest_opid.comparison.Comparison.to_dict` (``opid diff --json``) adds; ``{}``
+        where operators and chains paired by operator IDs say it all. A key the engine-neutral
+        form has too replaces it there: ``"chain_changes": []`` says that pairing chains by
+        operator IDs does not describe this engine's chains (its splits and merges would be
+        invented), and the diff picture then marks none. A ``"stage_changes"`` list (items
+        ``{"kind": "added" | "removed" | "changed", "old": {"id", "name"} | None,
+        "new": {"id", "name"} | None, ...}``) marks the picture's chains instead."""
+
     def check_restore(
         self,
         old: Fingerprint,

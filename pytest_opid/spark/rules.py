@@ -198,6 +198,47 @@ class SparkRules:
             "its position stable until you run pytest --snapshot-update"
         )
 
+    def changes(self, c: Comparison) -> dict[str, object]:
+        """A batch job's own account for ``opid diff --json``: its stages compared by what they
+        are (``stage_changes``, ``join_strategies``), the ``[plan]`` lines that differ
+        (``plan_changes``) and the confs (``settings_changes``); ``chain_changes`` is emptied,
+        since stages paired by operator IDs split and merge where Spark did not. A streaming
+        query: nothing beyond the engine-neutral form."""
+        if c.mode != "batch":
+            return {}
+        stages = stage_diff(c.old, c.new)
+        old, new = dict(c.old.settings), dict(c.new.settings)
+        return {
+            "chain_changes": [],
+            "stage_changes": [
+                {
+                    "kind": s.kind,
+                    "old": None if s.old is None else {"id": s.old.id, "name": s.old.name},
+                    "new": None if s.new is None else {"id": s.new.id, "name": s.new.name},
+                    "gained": list(s.gained),
+                    "lost": list(s.lost),
+                }
+                for s in stages.changes
+            ],
+            "join_strategies": [{"old": o, "new": n} for o, n in stages.strategies],
+            "plan_changes": [
+                {
+                    "kind": p.kind,
+                    "operator": p.operator,
+                    "old": p.old,
+                    "new": p.new,
+                    "structural": p.structural,
+                }
+                for p in plan_diff(c.old, c.new).changes
+            ],
+            # A snapshot from before settings were recorded has none: nothing known changed.
+            "settings_changes": [
+                {"name": name, "old": old.get(name), "new": new.get(name)}
+                for name in sorted(old.keys() | new.keys())
+                if old and old.get(name) != new.get(name)
+            ],
+        }
+
 
 #: What each check holds stable in a streaming query, in Spark's terms (a batch query: stages).
 _HELD = {Check.IDS: "state", Check.CHAINS: "stages", Check.BOTH: "state and stages"}
