@@ -69,7 +69,8 @@ def scene_dot(scene: Scene, *, direction: str = "TB") -> str:
         if g not in members:
             continue
         dashed = "dashed," if group.status != "chain" else ""
-        colour = "#c25e00" if group.status in ("split", "merged") else "#aab4bf"
+        marked = ("split", "merged", "added", "changed")
+        colour = "#c25e00" if group.status in marked else "#aab4bf"
         out += [
             f"  subgraph cluster_{g} {{",
             f"    label={_quoted([group.label])}; tooltip={_quoted([group.title])};",

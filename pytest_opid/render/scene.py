@@ -63,7 +63,7 @@ class SceneGroup:
 
     label: str
     title: str
-    status: str = "chain"  # chain | split | merged | removed
+    status: str = "chain"  # chain | split | merged | added | changed | removed
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     check = Check.default_for(new) if check is None else Check.parse(check)
     states = _state_lines(new)
     groups, group_of = _groups(new.job_vertices, chain)
-    for change in c.chain_changes:
+    for change in c.real_chain_changes:
         before = " + ".join(printable(v.name) for v in change.old)
         for v in change.new:
             g = group_of.get(v.id)
@@ -277,6 +277,7 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
                     title=f"{groups[g].title}\n{change.kind}: was {before}",
                     status=change.kind,
                 )
+    _mark_stage_changes(c, groups, group_of)
     status: dict[int, tuple[str, str, str]] = {}  # id(new op) -> (status, line, tooltip)
     counterpart: dict[int, int] = {}  # id(old op) -> index of the new operator drawn for it
     index_new = {id(op): i for i, op in enumerate(new.operators)}
@@ -474,6 +475,32 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     )
 
 
+def _mark_stage_changes(
+    c: Comparison, groups: list[SceneGroup], group_of: dict[str | None, int]
+) -> None:
+    """Chains the engine itself compared (its ``stage_changes``, :attr:`Comparison.
+    engine_changes`; a Spark batch job's stages, known by what they scan and end in): an
+    added one, and one that holds other operators, marked so. A removed one has no box."""
+    for change in c.engine_changes.get("stage_changes", ()):
+        kind, vertex, was = change.get("kind"), change.get("new"), change.get("old")
+        g = group_of.get(vertex.get("id")) if isinstance(vertex, dict) else None
+        if g is None or kind not in ("added", "changed"):
+            continue
+        what = [f"{name} added" for name in change.get("gained", ())]
+        what += [f"{name} removed" for name in change.get("lost", ())]
+        if kind == "added":
+            note = "added: a stage the old job did not have"
+        else:
+            before = printable(was.get("name", "")) if isinstance(was, dict) else ""
+            note = f"changed: was {before}" + (f" ({printable(', '.join(what))})" if what else "")
+        groups[g] = replace(
+            groups[g],
+            label=f"{groups[g].label} \u00b7 {kind}",
+            title=f"{groups[g].title}\n{note}",
+            status=kind,
+        )
+
+
 #: A restore finding's kind (spark.restore, spark.meaning), as an operator's line says it.
 _FINDING_WORDS = {
     "key_schema": "key schema changed",
@@ -516,7 +543,7 @@ def _diff_legend(engine: str, mode: str) -> list[tuple[str, str]]:
                 ("changed", "operator ID changed (a batch job keeps no state)"),
                 ("new", "new operator"),
                 ("removed", "removed operator (dashed)"),
-                ("chain", "box: a stage; marked split or merged where that changed"),
+                ("chain", "box: a stage; marked added or changed where that changed"),
             ]
         return [
             ("unchanged", "unchanged"),
