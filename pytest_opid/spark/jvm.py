@@ -101,34 +101,26 @@ def read_plan(obj: Any) -> PlanReading:
     jvm = _Jvm.get()
     jdf = obj._jdf
     execution = jdf.queryExecution()
-    session = jdf.sparkSession()
+    # The Python DataFrame holds its session's JVM object: no round trip for it.
+    session = getattr(getattr(obj, "sparkSession", None), "_jsparkSession", None)
+    if session is None:
+        session = jdf.sparkSession()
     if jdf.isStreaming():
         analyzed = execution.analyzed()
         plan = jvm.incremental_plan(session, analyzed, None)
         return jvm.streaming_reading(plan, analyzed, session)
     plan, partitions = jvm.batch_plan(session, execution)
-    text = jvm.plan_json(plan)
+    arguments = jvm.jvm.java.util.Collections.singletonList(plan)
+    text = jvm.plan_json(plan, compact=True, arguments=arguments)
     if _CACHED in text:
         # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
         # other code cached: Spark's CacheManager substitutes those when it plans). Plan it
         # again as if nothing were cached, so the fingerprint does not depend on the session.
         plan = jvm.uncached_plan(session, execution.analyzed())
-        text = jvm.plan_json(plan)
-    return PlanReading(text, _scan_names(plan, text), False, shuffle_partitions=partitions)
-
-
-def _scan_names(plan: Any, text: str) -> list[str | None] | None:
-    """Spark's node names of the file scans (``Scan parquet``), by leaf position: one small JVM
-    call per scan, since the plan JSON leaves a scan's relation (and so its format) out."""
-    if not any(cls + '"' in text for cls in _SCANS):
-        return None
-    leaves = plan.collectLeaves()
-    names: list[str | None] = []
-    for i in range(leaves.size()):
-        leaf = leaves.apply(i)
-        cls = leaf.getClass().getName()
-        names.append(leaf.nodeName() if cls.endswith(_SCANS) else None)
-    return names
+        arguments = jvm.jvm.java.util.Collections.singletonList(plan)
+        text = jvm.plan_json(plan, compact=True, arguments=arguments)
+    leaves = jvm.scan_names(arguments, text)
+    return PlanReading(text, leaves, False, shuffle_partitions=partitions)
 
 
 def _stream_session(execution: Any) -> Any:
@@ -174,6 +166,21 @@ _INCREMENTAL_EXECUTION = (
 #: through an 8 KiB buffered writer without TCP_NODELAY, so a longer answer waits ~40 ms for a
 #: delayed ACK (py4j issue #516); plan JSON comes in pieces that fit the buffer instead.
 _CHUNK = 7500
+#: Between the leaves' texts in :meth:`_Jvm.scan_names`; a leaf's text never holds it.
+_LEAF_SEPARATOR = "\u0000"
+#: Cuts each leaf's text to its first two words (``FileScan parquet``), in the JVM.
+_LEAF_HEAD = ("([^\\u0000 ]+(?: [^\\u0000 \\[]+)?)[^\\u0000]*", "$1")
+#: What :meth:`_Jvm.plan_json` drops from a batch plan's JSON, as (Java regex, replacement):
+#: an expression id's class and JVM id (``"exprId":{"id":12}`` stays), and the packages of
+#: Spark's expressions and operators (``x.`` stays, so class names still end ``.FilterExec``).
+_COMPACTED = (
+    (
+        r'"product-class":"org\.apache\.spark\.sql\.catalyst\.expressions\.ExprId",'
+        r'|,"jvmId":"[0-9a-f-]{36}"',
+        "",
+    ),
+    (r"org\.apache\.spark\.sql\.(?:catalyst\.expressions|execution)\.", "x."),
+)
 
 
 class _Names:
@@ -220,6 +227,8 @@ class _Jvm:
         self.gateway = gateway
         self.jvm = _Names(gateway.jvm)
         self._to_builder: Any = None
+        self._to_compact_builder: Any = None
+        self._leaf_heads: Any = None
         self._incremental: tuple[Any, list[str]] | None = None
         self._identity: Any = None
         self._methods: dict[tuple[str, str], Any] = {}
@@ -236,8 +245,70 @@ class _Jvm:
             found = cls._cache[id(sc._gateway)] = cls(sc._gateway)
         return found
 
-    def plan_json(self, plan: Any) -> str:
-        """``plan.toJSON()``, kept in the JVM as a StringBuilder and fetched in pieces."""
+    def scan_names(self, arguments: Any, text: str) -> list[str | None] | None:
+        """Spark's node names of the file scans (``Scan parquet``), by leaf position, since the
+        plan JSON leaves a scan's relation (and so its format) out; ``arguments`` is the list
+        holding the plan. One call: the leaves' texts joined (``mkString``) and cut to their
+        first two words in the JVM (a scan's starts ``FileScan parquet``), so that the answer
+        stays short however wide the tables."""
+        if not any(cls + '"' in text for cls in _SCANS):
+            return None
+        if self._leaf_heads is None:
+            invoke = self.jvm.java.lang.invoke
+            lookup = invoke.MethodHandles.publicLookup()
+            kind = invoke.MethodType.fromMethodDescriptorString
+            find = self.jvm.java.lang.Class.forName
+            collect = lookup.findVirtual(
+                find("org.apache.spark.sql.catalyst.trees.TreeNode"),
+                "collectLeaves",
+                kind("()Lscala/collection/immutable/Seq;", None),
+            )
+            joined = lookup.findVirtual(
+                find("scala.collection.immutable.Seq"),
+                "mkString",
+                kind("(Ljava/lang/String;)Ljava/lang/String;", None),
+            )
+            handle = invoke.MethodHandles.filterReturnValue(
+                collect, self._bound(joined, _LEAF_SEPARATOR)
+            )
+            self._leaf_heads = invoke.MethodHandles.filterReturnValue(
+                handle, self._bound(self._replace_all(), *_LEAF_HEAD)
+            )
+        names: list[str | None] = []
+        for head in str(self._leaf_heads.invokeWithArguments(arguments)).split(_LEAF_SEPARATOR):
+            words = head.split(" ")
+            if words[0] == "FileScan" and len(words) > 1:
+                names.append(f"Scan {words[1]}")
+            elif words[0] == "BatchScan" and len(words) > 1:
+                names.append(f"BatchScan {words[1]}")
+            else:
+                names.append(None)
+        return names
+
+    def _replace_all(self) -> Any:
+        invoke = self.jvm.java.lang.invoke
+        return invoke.MethodHandles.publicLookup().findVirtual(
+            self.jvm.java.lang.Class.forName("java.lang.String"),
+            "replaceAll",
+            invoke.MethodType.fromMethodDescriptorString(
+                "(Ljava/lang/String;Ljava/lang/String;)Ljava/lang/String;", None
+            ),
+        )
+
+    def _bound(self, handle: Any, *values: str) -> Any:
+        """``handle`` with its arguments after the receiver fixed to ``values``."""
+        arguments = self.gateway.new_array(self.jvm.java.lang.Object, len(values))
+        for i, value in enumerate(values):
+            arguments[i] = value
+        return self.jvm.java.lang.invoke.MethodHandles.insertArguments(handle, 1, arguments)
+
+    def plan_json(self, plan: Any, compact: bool = False, arguments: Any = None) -> str:
+        """``plan.toJSON()``, kept in the JVM as a StringBuilder and fetched in pieces.
+
+        ``compact`` drops, in the JVM, what a batch plan's reading never looks at: every
+        expression id's class and JVM id, and the package of Spark's expression and operator
+        classes (class names are read by their last part). That is about half the text of a
+        typical plan, and py4j's transfer costs by the character."""
         if self._to_builder is None:
             invoke = self.jvm.java.lang.invoke
             lookup = invoke.MethodHandles.publicLookup()
@@ -251,10 +322,18 @@ class _Jvm:
             new_builder = lookup.findConstructor(
                 builder, invoke.MethodType.fromMethodDescriptorString("(Ljava/lang/String;)V", None)
             )
+            compacted = to_json
+            for pattern, replacement in _COMPACTED:
+                step = self._bound(self._replace_all(), pattern, replacement)
+                compacted = invoke.MethodHandles.filterReturnValue(compacted, step)
             self._to_builder = invoke.MethodHandles.filterReturnValue(to_json, new_builder)
-        text = self._to_builder.invokeWithArguments(
-            self.jvm.java.util.Collections.singletonList(plan)
-        )
+            self._to_compact_builder = invoke.MethodHandles.filterReturnValue(
+                compacted, new_builder
+            )
+        handle = self._to_compact_builder if compact else self._to_builder
+        if arguments is None:
+            arguments = self.jvm.java.util.Collections.singletonList(plan)
+        text = handle.invokeWithArguments(arguments)
         size = text.length()
         parts = []
         start = 0

@@ -23,6 +23,7 @@ business.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -128,7 +129,6 @@ class MeaningPlan:
         self.texts = texts or {}  # what the JSON leaves out, by node position (from the JVM)
         self.classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
         self.defs: dict[int, tuple[_Expr, str]] = {}  # exprId -> (definition, where)
-        self.watermarks: dict[int, int] = {}  # exprId -> delay (ms), from attribute metadata
         for node, cls in zip(nodes, self.classes, strict=True):
             if cls == "ProjectExec":
                 for flat in node.get("projectList") or ():
@@ -156,8 +156,15 @@ class MeaningPlan:
                             ident = int(result["id"])
                         if ident is not None:
                             self.defs.setdefault(ident, (tree, "aggregate"))
+
+    @functools.cached_property
+    def watermarks(self) -> dict[int, int]:
+        """exprId -> delay (ms), from attribute metadata: a walk of the whole plan, made only
+        where a watermark is asked for."""
+        found: dict[int, int] = {}
         for ident, delay in self._delays():
-            self.watermarks.setdefault(ident, delay)
+            found.setdefault(ident, delay)
+        return found
 
     def _define(self, tree: _Expr | None, where: str) -> None:
         if tree is not None and tree.cls == "Alias" and tree.children:

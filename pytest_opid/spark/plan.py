@@ -379,6 +379,7 @@ def graph_from_plan(
     operator's meaning. ``node_texts`` adds what the JSON leaves out of some
     nodes (a watermark's delay, a join's condition), by their position in it.
     """
+    subqueries = not isinstance(plan, str) or '"plan"' in plan
     if isinstance(plan, str):
         try:
             plan = json.loads(plan)
@@ -391,7 +392,7 @@ def graph_from_plan(
     topology = Topology(builder.operators, builder.edges())
     if not streaming:
         settings = ((SHUFFLE_PARTITIONS, str(conf)),) if builder.conf_used else ()
-        tree = plan_tree(nodes, leaves=leaves or (), shuffle_partitions=conf)
+        tree = plan_tree(nodes, leaves=leaves or (), shuffle_partitions=conf, subqueries=subqueries)
         return SparkPlanGraph(topology, None, None, tree, settings)
     states = None
     if streaming:

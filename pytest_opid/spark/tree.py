@@ -145,15 +145,18 @@ def plan_tree(
     *,
     leaves: Sequence[str | None] = (),
     shuffle_partitions: int | None = None,
+    subqueries: bool = True,
 ) -> tuple[str, ...]:
     """The tree of a (checked) plan JSON, one line per operator, without recursion.
 
     ``leaves`` are Spark's node names of the plan's leaves in order (they hold a file scan's
     format); ``shuffle_partitions`` is the session's ``spark.sql.shuffle.partitions``, left
-    out of the exchanges that use it (``None``: unknown, every exchange says its number)."""
+    out of the exchanges that use it (``None``: unknown, every exchange says its number).
+    ``subqueries`` false says the plan holds none (its JSON text has no ``"plan"`` key), which
+    spares looking through every operator's expressions for one."""
     lines: list[str] = []
     plans: dict[int, _TreePlan] = {}
-    subqueries: dict[str, int] = {}
+    numbers: dict[str, int] = {}
 
     def plan_of(flat: Sequence[Mapping[str, Any]]) -> _TreePlan:
         found = plans.get(id(flat))
@@ -175,11 +178,11 @@ def plan_tree(
         if subquery:
             key = str(node.get("name") or id(flat))
             label = "SubqueryBroadcast" if cls == "SubqueryBroadcastExec" else "Subquery"
-            if key in subqueries:
-                lines.append(f"{INDENT * depth}Reused{label} #{subqueries[key]}")
+            if key in numbers:
+                lines.append(f"{INDENT * depth}Reused{label} #{numbers[key]}")
                 continue
-            subqueries[key] = len(subqueries) + 1
-            lines.append(f"{INDENT * depth}{label} #{subqueries[key]}")
+            numbers[key] = len(numbers) + 1
+            lines.append(f"{INDENT * depth}{label} #{numbers[key]}")
             stack.extend((flat, k, depth + 1, False) for k in reversed(kids))
             continue
         if cls in WRAPPERS and len(kids) == 1:
@@ -193,7 +196,7 @@ def plan_tree(
         leaf = leaf_of.get(i) if flat is nodes else None
         lines.append(INDENT * depth + _line(plan, node, cls, leaf, shuffle_partitions))
         stack.extend((flat, k, depth + 1, False) for k in reversed(kids))
-        if cls not in SCANS:
+        if subqueries and cls not in SCANS:
             for sub in reversed(_subquery_plans(node)):
                 stack.append((sub, 0, depth + 1, True))
     return tuple(lines)
