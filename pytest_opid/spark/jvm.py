@@ -110,16 +110,13 @@ def read_plan(obj: Any) -> PlanReading:
         plan = jvm.incremental_plan(session, analyzed, None)
         return jvm.streaming_reading(plan, analyzed, session)
     plan, partitions = jvm.batch_plan(session, execution)
-    arguments = jvm.jvm.java.util.Collections.singletonList(plan)
-    text = jvm.plan_json(plan, compact=True, arguments=arguments)
+    text, leaves = jvm.batch_json(plan)
     if _CACHED in text:
         # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
         # other code cached: Spark's CacheManager substitutes those when it plans). Plan it
         # again as if nothing were cached, so the fingerprint does not depend on the session.
         plan = jvm.uncached_plan(session, execution.analyzed())
-        arguments = jvm.jvm.java.util.Collections.singletonList(plan)
-        text = jvm.plan_json(plan, compact=True, arguments=arguments)
-    leaves = jvm.scan_names(arguments, text)
+        text, leaves = jvm.batch_json(plan)
     return PlanReading(text, leaves, False, shuffle_partitions=partitions)
 
 
@@ -166,13 +163,17 @@ _INCREMENTAL_EXECUTION = (
 #: through an 8 KiB buffered writer without TCP_NODELAY, so a longer answer waits ~40 ms for a
 #: delayed ACK (py4j issue #516); plan JSON comes in pieces that fit the buffer instead.
 _CHUNK = 7500
-#: Between the leaves' texts in :meth:`_Jvm.scan_names`; a leaf's text never holds it.
+#: Between the leaves' texts in :meth:`_Jvm.batch_json`, and before them; JSON text never
+#: holds either raw (it escapes control characters).
 _LEAF_SEPARATOR = "\u0000"
+_LEAVES_MARK = "\u0001"
 #: Cuts each leaf's text to its first two words (``FileScan parquet``), in the JVM.
 _LEAF_HEAD = ("([^\\u0000 ]+(?: [^\\u0000 \\[]+)?)[^\\u0000]*", "$1")
-#: What :meth:`_Jvm.plan_json` drops from a batch plan's JSON, as (Java regex, replacement):
-#: an expression id's class and JVM id (``"exprId":{"id":12}`` stays), and the packages of
-#: Spark's expressions and operators (``x.`` stays, so class names still end ``.FilterExec``).
+#: What :meth:`_Jvm.plan_json` drops from a batch plan's JSON, as (Java regex, replacement),
+#: none of which the batch reading looks at: an expression id's class and JVM id
+#: (``"exprId":{"id":12}`` stays), the packages of Spark's expressions and operators (``x.``
+#: stays, so class names still end ``.FilterExec``), and an attribute's qualifier, type,
+#: nullability, empty metadata and zero children (its name and id stay).
 _COMPACTED = (
     (
         r'"product-class":"org\.apache\.spark\.sql\.catalyst\.expressions\.ExprId",'
@@ -180,6 +181,12 @@ _COMPACTED = (
         "",
     ),
     (r"org\.apache\.spark\.sql\.(?:catalyst\.expressions|execution)\.", "x."),
+    (
+        r',"qualifier":(?:"[^"]*"|\[\])'
+        r'|"dataType":"[^"]*","nullable":(?:true|false),"metadata":\{\},'
+        r'|(?<="x\.AttributeReference"),"num-children":0',
+        "",
+    ),
 )
 
 
@@ -227,8 +234,7 @@ class _Jvm:
         self.gateway = gateway
         self.jvm = _Names(gateway.jvm)
         self._to_builder: Any = None
-        self._to_compact_builder: Any = None
-        self._leaf_heads: Any = None
+        self._batch: Any = None
         self._incremental: tuple[Any, list[str]] | None = None
         self._identity: Any = None
         self._methods: dict[tuple[str, str], Any] = {}
@@ -245,37 +251,60 @@ class _Jvm:
             found = cls._cache[id(sc._gateway)] = cls(sc._gateway)
         return found
 
-    def scan_names(self, arguments: Any, text: str) -> list[str | None] | None:
-        """Spark's node names of the file scans (``Scan parquet``), by leaf position, since the
-        plan JSON leaves a scan's relation (and so its format) out; ``arguments`` is the list
-        holding the plan. One call: the leaves' texts joined (``mkString``) and cut to their
-        first two words in the JVM (a scan's starts ``FileScan parquet``), so that the answer
-        stays short however wide the tables."""
-        if not any(cls + '"' in text for cls in _SCANS):
-            return None
-        if self._leaf_heads is None:
+    def batch_json(self, plan: Any) -> tuple[str, list[str | None] | None]:
+        """A batch plan's JSON, compacted in the JVM (:data:`_COMPACTED`), and Spark's node
+        names of its file scans (``Scan parquet``) by leaf position, which the JSON leaves out
+        (a scan's relation, and so its format). One call makes both: the JSON, then a mark,
+        then the leaves' texts joined and cut to their first two words (a scan's starts
+        ``FileScan parquet``), so that the answer stays short however wide the tables."""
+        if self._batch is None:
             invoke = self.jvm.java.lang.invoke
-            lookup = invoke.MethodHandles.publicLookup()
+            handles = invoke.MethodHandles
+            lookup = handles.publicLookup()
             kind = invoke.MethodType.fromMethodDescriptorString
             find = self.jvm.java.lang.Class.forName
+            tree = find("org.apache.spark.sql.catalyst.trees.TreeNode")
+            string = find("java.lang.String")
+            to_json = lookup.findVirtual(tree, "toJSON", kind("()Ljava/lang/String;", None))
+            for pattern, replacement in _COMPACTED:
+                step = self._bound(self._replace_all(), pattern, replacement)
+                to_json = handles.filterReturnValue(to_json, step)
             collect = lookup.findVirtual(
-                find("org.apache.spark.sql.catalyst.trees.TreeNode"),
-                "collectLeaves",
-                kind("()Lscala/collection/immutable/Seq;", None),
+                tree, "collectLeaves", kind("()Lscala/collection/immutable/Seq;", None)
             )
             joined = lookup.findVirtual(
                 find("scala.collection.immutable.Seq"),
                 "mkString",
                 kind("(Ljava/lang/String;)Ljava/lang/String;", None),
             )
-            handle = invoke.MethodHandles.filterReturnValue(
-                collect, self._bound(joined, _LEAF_SEPARATOR)
+            concat = lookup.findVirtual(
+                string, "concat", kind("(Ljava/lang/String;)Ljava/lang/String;", None)
             )
-            self._leaf_heads = invoke.MethodHandles.filterReturnValue(
-                handle, self._bound(self._replace_all(), *_LEAF_HEAD)
+            heads = handles.filterReturnValue(collect, self._bound(joined, _LEAF_SEPARATOR))
+            heads = handles.filterReturnValue(heads, self._bound(self._replace_all(), *_LEAF_HEAD))
+            heads = handles.filterReturnValue(heads, concat.bindTo(_LEAVES_MARK))
+            filters = self.gateway.new_array(invoke.MethodHandle, 2)
+            filters[0] = to_json
+            filters[1] = heads
+            both = handles.filterArguments(concat, 0, filters)
+            order = self.gateway.new_array(self.gateway.jvm.int, 2)  # plan -> both arguments
+            one = handles.permuteArguments(
+                both,
+                kind("(Lorg/apache/spark/sql/catalyst/trees/TreeNode;)Ljava/lang/String;", None),
+                order,
             )
+            builder = lookup.findConstructor(
+                find("java.lang.StringBuilder"), kind("(Ljava/lang/String;)V", None)
+            )
+            self._batch = handles.filterReturnValue(one, builder)
+        text = self._fetch(
+            self._batch.invokeWithArguments(self.jvm.java.util.Collections.singletonList(plan))
+        )
+        text, _, tail = text.partition(_LEAVES_MARK)
+        if not any(cls + '"' in text for cls in _SCANS):
+            return text, None
         names: list[str | None] = []
-        for head in str(self._leaf_heads.invokeWithArguments(arguments)).split(_LEAF_SEPARATOR):
+        for head in tail.split(_LEAF_SEPARATOR):
             words = head.split(" ")
             if words[0] == "FileScan" and len(words) > 1:
                 names.append(f"Scan {words[1]}")
@@ -283,7 +312,7 @@ class _Jvm:
                 names.append(f"BatchScan {words[1]}")
             else:
                 names.append(None)
-        return names
+        return text, names
 
     def _replace_all(self) -> Any:
         invoke = self.jvm.java.lang.invoke
@@ -302,13 +331,8 @@ class _Jvm:
             arguments[i] = value
         return self.jvm.java.lang.invoke.MethodHandles.insertArguments(handle, 1, arguments)
 
-    def plan_json(self, plan: Any, compact: bool = False, arguments: Any = None) -> str:
-        """``plan.toJSON()``, kept in the JVM as a StringBuilder and fetched in pieces.
-
-        ``compact`` drops, in the JVM, what a batch plan's reading never looks at: every
-        expression id's class and JVM id, and the package of Spark's expression and operator
-        classes (class names are read by their last part). That is about half the text of a
-        typical plan, and py4j's transfer costs by the character."""
+    def plan_json(self, plan: Any) -> str:
+        """``plan.toJSON()``, kept in the JVM as a StringBuilder and fetched in pieces."""
         if self._to_builder is None:
             invoke = self.jvm.java.lang.invoke
             lookup = invoke.MethodHandles.publicLookup()
@@ -322,18 +346,13 @@ class _Jvm:
             new_builder = lookup.findConstructor(
                 builder, invoke.MethodType.fromMethodDescriptorString("(Ljava/lang/String;)V", None)
             )
-            compacted = to_json
-            for pattern, replacement in _COMPACTED:
-                step = self._bound(self._replace_all(), pattern, replacement)
-                compacted = invoke.MethodHandles.filterReturnValue(compacted, step)
             self._to_builder = invoke.MethodHandles.filterReturnValue(to_json, new_builder)
-            self._to_compact_builder = invoke.MethodHandles.filterReturnValue(
-                compacted, new_builder
-            )
-        handle = self._to_compact_builder if compact else self._to_builder
-        if arguments is None:
-            arguments = self.jvm.java.util.Collections.singletonList(plan)
-        text = handle.invokeWithArguments(arguments)
+        return self._fetch(
+            self._to_builder.invokeWithArguments(self.jvm.java.util.Collections.singletonList(plan))
+        )
+
+    def _fetch(self, text: Any) -> str:
+        """A JVM StringBuilder's text, in pieces that fit py4j's answer buffer."""
         size = text.length()
         parts = []
         start = 0
