@@ -15,20 +15,12 @@ import pytest_opid
 from pytest_opid.cli import main
 from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.render.picture import render_diff
+from tests.core.test_comparison_json import NEUTRAL
 from tests.render.test_pictures import SVG, groups
 from tests.spark.spark_checks import CUSTOMERS_SCHEMA
 
 KEYS = [
-    "engine",
-    "mode",
-    "loses_state",
-    "changed",
-    "orphaned",
-    "added",
-    "renamed",
-    "misplaced",
-    "chain_changes",
-    "state_operator_changes",
+    *NEUTRAL,
     "stage_changes",
     "join_strategies",
     "plan_changes",
