@@ -109,7 +109,9 @@ def read_plan(obj: Any) -> PlanReading:
         analyzed = execution.analyzed()
         plan = jvm.incremental_plan(session, analyzed, None)
         return jvm.streaming_reading(plan, analyzed, session)
-    plan, partitions = jvm.batch_plan(session, execution)
+    # PySpark keeps the session's RuntimeConfig (a cached property): no round trip for it.
+    conf = getattr(getattr(getattr(obj, "sparkSession", None), "conf", None), "_jconf", None)
+    plan, partitions = jvm.batch_plan(session, execution, conf)
     text, leaves = jvm.batch_json(plan)
     if _CACHED in text:
         # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
@@ -367,11 +369,12 @@ class _Jvm:
             start = end
         return "".join(parts)
 
-    def batch_plan(self, session: Any, execution: Any) -> tuple[Any, int | None]:
+    def batch_plan(self, session: Any, execution: Any, conf: Any = None) -> tuple[Any, int | None]:
         """A batch DataFrame's static plan (:meth:`static_plan`) and the session's shuffle
-        partitions. Planned once: with adaptive execution on, the DataFrame's own
-        ``executedPlan()`` would be an adaptive plan to be planned again without it."""
-        conf = session.conf()
+        partitions (``conf``: the session's RuntimeConfig, where the caller has it). Planned
+        once: with adaptive execution on, the DataFrame's own ``executedPlan()`` would be an
+        adaptive plan to be planned again without it."""
+        conf = conf if conf is not None else session.conf()
         partitions = conf.get(_SHUFFLE_PARTITIONS)
         number = int(partitions) if str(partitions).isdigit() else None
         if conf.get(_AQE) == "false":
