@@ -63,15 +63,6 @@ def _ms(fn: Callable[[Any], Any], df: Any) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def _heap_mib(spark: Any) -> float:
-    jvm = spark.sparkContext._jvm
-    for _ in range(2):
-        jvm.System.gc()
-        time.sleep(0.1)
-    runtime = jvm.java.lang.Runtime.getRuntime()
-    return (runtime.totalMemory() - runtime.freeMemory()) / 2**20
-
-
 def _rss_mib() -> float:
     with open("/proc/self/status", encoding="ascii") as f:
         kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
@@ -117,6 +108,8 @@ def memory(spark: Any, queries: dict[str, str], rounds: int = ROUNDS) -> dict[st
     for text in texts:  # every query once more: what Spark caches per query is kept anyway
         pytest_opid.fingerprint(spark.sql(text))
     gc.collect()
+    from tests.spark.test_jvm_memory import _heap_mib  # the memory test's own reading
+
     heap, objects, rss = _heap_mib(spark), len(gc.get_objects()), _rss_mib()
     start = time.perf_counter()
     for i in range(rounds):
