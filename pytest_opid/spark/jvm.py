@@ -111,8 +111,13 @@ def read_plan(obj: Any) -> PlanReading:
         return jvm.streaming_reading(plan, analyzed, session)
     # PySpark keeps the session's RuntimeConfig (a cached property): no round trip for it.
     conf = getattr(getattr(getattr(obj, "sparkSession", None), "conf", None), "_jconf", None)
-    plan, partitions = jvm.batch_plan(session, execution, conf)
-    text, leaves = jvm.batch_json(plan)
+    direct = jvm.batch_reading(conf, execution) if conf is not None else None
+    if direct is not None:  # adaptive execution off: the executed plan, in one call
+        text, leaves = jvm._json_and_leaves(direct[0])
+        partitions = direct[1]
+    else:
+        plan, partitions = jvm.batch_plan(session, execution, conf)
+        text, leaves = jvm.batch_json(plan)
     if _CACHED in text:
         # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
         # other code cached: Spark's CacheManager substitutes those when it plans). Plan it
@@ -169,6 +174,8 @@ _CHUNK = 7500
 #: holds either raw (it escapes control characters).
 _LEAF_SEPARATOR = "\u0000"
 _LEAVES_MARK = "\u0001"
+#: After the shuffle partitions in :meth:`_Jvm.batch_reading`.
+_CONF_MARK = "\u0002"
 #: Cuts each leaf's text to its first two words (``FileScan parquet``), in the JVM.
 _LEAF_HEAD = ("([^\\u0000 ]+(?: [^\\u0000 \\[]+)?)[^\\u0000]*", "$1")
 #: What :meth:`_Jvm.plan_json` drops from a batch plan's JSON, as (Java regex, replacement),
@@ -237,6 +244,7 @@ class _Jvm:
         self.jvm = _Names(gateway.jvm)
         self._to_builder: Any = None
         self._batch: Any = None
+        self._direct: Any = None
         self._incremental: tuple[Any, list[str]] | None = None
         self._identity: Any = None
         self._methods: dict[tuple[str, str], Any] = {}
@@ -260,48 +268,114 @@ class _Jvm:
         then the leaves' texts joined and cut to their first two words (a scan's starts
         ``FileScan parquet``), so that the answer stays short however wide the tables."""
         if self._batch is None:
-            invoke = self.jvm.java.lang.invoke
-            handles = invoke.MethodHandles
-            lookup = handles.publicLookup()
-            kind = invoke.MethodType.fromMethodDescriptorString
-            find = self.jvm.java.lang.Class.forName
-            tree = find("org.apache.spark.sql.catalyst.trees.TreeNode")
-            string = find("java.lang.String")
-            to_json = lookup.findVirtual(tree, "toJSON", kind("()Ljava/lang/String;", None))
-            for pattern, replacement in _COMPACTED:
-                step = self._bound(self._replace_all(), pattern, replacement)
-                to_json = handles.filterReturnValue(to_json, step)
-            collect = lookup.findVirtual(
-                tree, "collectLeaves", kind("()Lscala/collection/immutable/Seq;", None)
-            )
-            joined = lookup.findVirtual(
-                find("scala.collection.immutable.Seq"),
-                "mkString",
-                kind("(Ljava/lang/String;)Ljava/lang/String;", None),
-            )
-            concat = lookup.findVirtual(
-                string, "concat", kind("(Ljava/lang/String;)Ljava/lang/String;", None)
-            )
-            heads = handles.filterReturnValue(collect, self._bound(joined, _LEAF_SEPARATOR))
-            heads = handles.filterReturnValue(heads, self._bound(self._replace_all(), *_LEAF_HEAD))
-            heads = handles.filterReturnValue(heads, concat.bindTo(_LEAVES_MARK))
-            filters = self.gateway.new_array(invoke.MethodHandle, 2)
-            filters[0] = to_json
-            filters[1] = heads
-            both = handles.filterArguments(concat, 0, filters)
-            order = self.gateway.new_array(self.gateway.jvm.int, 2)  # plan -> both arguments
-            one = handles.permuteArguments(
-                both,
-                kind("(Lorg/apache/spark/sql/catalyst/trees/TreeNode;)Ljava/lang/String;", None),
-                order,
-            )
-            builder = lookup.findConstructor(
-                find("java.lang.StringBuilder"), kind("(Ljava/lang/String;)V", None)
-            )
-            self._batch = handles.filterReturnValue(one, builder)
+            self._build_batch()
         text = self._fetch(
             self._batch.invokeWithArguments(self.jvm.java.util.Collections.singletonList(plan))
         )
+        return self._json_and_leaves(text)
+
+    def _build_batch(self) -> None:
+        """The handles of :meth:`batch_json` and :meth:`batch_reading`, made once."""
+        invoke = self.jvm.java.lang.invoke
+        handles = invoke.MethodHandles
+        lookup = handles.publicLookup()
+        kind = invoke.MethodType.fromMethodDescriptorString
+        find = self.jvm.java.lang.Class.forName
+        tree = find("org.apache.spark.sql.catalyst.trees.TreeNode")
+        string = find("java.lang.String")
+        to_json = lookup.findVirtual(tree, "toJSON", kind("()Ljava/lang/String;", None))
+        for pattern, replacement in _COMPACTED:
+            step = self._bound(self._replace_all(), pattern, replacement)
+            to_json = handles.filterReturnValue(to_json, step)
+        collect = lookup.findVirtual(
+            tree, "collectLeaves", kind("()Lscala/collection/immutable/Seq;", None)
+        )
+        joined = lookup.findVirtual(
+            find("scala.collection.immutable.Seq"),
+            "mkString",
+            kind("(Ljava/lang/String;)Ljava/lang/String;", None),
+        )
+        concat = lookup.findVirtual(
+            string, "concat", kind("(Ljava/lang/String;)Ljava/lang/String;", None)
+        )
+        heads = handles.filterReturnValue(collect, self._bound(joined, _LEAF_SEPARATOR))
+        heads = handles.filterReturnValue(heads, self._bound(self._replace_all(), *_LEAF_HEAD))
+        heads = handles.filterReturnValue(heads, concat.bindTo(_LEAVES_MARK))
+        filters = self.gateway.new_array(invoke.MethodHandle, 2)
+        filters[0] = to_json
+        filters[1] = heads
+        both = handles.filterArguments(concat, 0, filters)
+        order = self.gateway.new_array(self.gateway.jvm.int, 2)  # plan -> both arguments
+        one = handles.permuteArguments(
+            both,
+            kind("(Lorg/apache/spark/sql/catalyst/trees/TreeNode;)Ljava/lang/String;", None),
+            order,
+        )
+        builder = lookup.findConstructor(
+            find("java.lang.StringBuilder"), kind("(Ljava/lang/String;)V", None)
+        )
+        self._batch = handles.filterReturnValue(one, builder)
+        self._direct = self._direct_handle(one, concat, builder)
+
+    def batch_reading(self, conf: Any, execution: Any) -> tuple[str, int | None] | None:
+        """In one call, where adaptive execution is off: the session's shuffle partitions and
+        :meth:`batch_json` of the DataFrame's executed plan. ``None`` where adaptive execution
+        is on (the plan is then made without it: :meth:`batch_plan`)."""
+        if self._batch is None:
+            self._build_batch()
+        text = self._fetch(
+            self._direct.invokeWithArguments(self.jvm.java.util.List.of(conf, execution))
+        )
+        partitions, _, rest = text.partition(_CONF_MARK)
+        if not rest:
+            return None
+        number = int(partitions) if partitions.isdigit() else None
+        return rest, number
+
+    def _direct_handle(self, json_of: Any, concat: Any, builder: Any) -> Any:
+        """(RuntimeConfig, QueryExecution) -> StringBuilder: the shuffle partitions, a mark,
+        then, where ``spark.sql.adaptive.enabled`` is ``false``, :meth:`batch_json`'s text of
+        the executed plan (nothing otherwise). MethodHandles only: Spark's own classes."""
+        invoke = self.jvm.java.lang.invoke
+        handles = invoke.MethodHandles
+        lookup = handles.publicLookup()
+        kind = invoke.MethodType.fromMethodDescriptorString
+        find = self.jvm.java.lang.Class.forName
+        conf_class = find("org.apache.spark.sql.RuntimeConfig")
+        execution_class = find("org.apache.spark.sql.execution.QueryExecution")
+        get = lookup.findVirtual(
+            conf_class, "get", kind("(Ljava/lang/String;)Ljava/lang/String;", None)
+        )
+        partitions = self._bound(get, _SHUFFLE_PARTITIONS)
+        marked = handles.filterReturnValue(partitions, self._bound(concat, _CONF_MARK))
+        executed = lookup.findVirtual(
+            execution_class,
+            "executedPlan",
+            kind("()Lorg/apache/spark/sql/execution/SparkPlan;", None),
+        )
+        json_of = json_of.asType(
+            kind("(Lorg/apache/spark/sql/execution/SparkPlan;)Ljava/lang/String;", None)
+        )
+        planned = handles.filterReturnValue(executed, json_of)
+        filters = self.gateway.new_array(invoke.MethodHandle, 2)
+        filters[0] = marked
+        filters[1] = planned
+        with_json = handles.filterArguments(concat, 0, filters)  # (conf, execution)
+        skipped = self.gateway.new_array(self.jvm.java.lang.Class, 1)
+        skipped[0] = execution_class
+        without_json = handles.dropArguments(marked, 1, skipped)
+        equals = lookup.findVirtual(
+            find("java.lang.Object"), "equals", kind("(Ljava/lang/Object;)Z", None)
+        ).bindTo("false")
+        off = handles.filterReturnValue(
+            self._bound(get, _AQE), equals.asType(kind("(Ljava/lang/String;)Z", None))
+        )
+        off = handles.dropArguments(off, 1, skipped)
+        chosen = handles.guardWithTest(off, with_json, without_json)
+        return handles.filterReturnValue(chosen, builder)
+
+    def _json_and_leaves(self, text: str) -> tuple[str, list[str | None] | None]:
+        """:meth:`batch_json`'s text split into the JSON and the scans' node names."""
         text, _, tail = text.partition(_LEAVES_MARK)
         if not any(cls + '"' in text for cls in _SCANS):
             return text, None
