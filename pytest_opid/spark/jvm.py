@@ -100,29 +100,29 @@ def read_plan(obj: Any) -> PlanReading:
         raise TypeError(f"pytest_opid.spark accepts {_ACCEPTED}; got {name}{hint}")
     jvm = _Jvm.get()
     jdf = obj._jdf
-    execution = jdf.queryExecution()
-    # The Python DataFrame holds its session's JVM object: no round trip for it.
+    # The Python DataFrame holds its session's JVM object and (a cached property) its
+    # RuntimeConfig: no round trip for them.
     session = getattr(getattr(obj, "sparkSession", None), "_jsparkSession", None)
+    conf = getattr(getattr(getattr(obj, "sparkSession", None), "conf", None), "_jconf", None)
+    direct = jvm.batch_reading(conf, jdf) if conf is not None else False
     if session is None:
         session = jdf.sparkSession()
-    if jdf.isStreaming():
+    if direct is True or (direct is False and conf is None and jdf.isStreaming()):
+        execution = jdf.queryExecution()
         analyzed = execution.analyzed()
         plan = jvm.incremental_plan(session, analyzed, None)
         return jvm.streaming_reading(plan, analyzed, session)
-    # PySpark keeps the session's RuntimeConfig (a cached property): no round trip for it.
-    conf = getattr(getattr(getattr(obj, "sparkSession", None), "conf", None), "_jconf", None)
-    direct = jvm.batch_reading(conf, execution) if conf is not None else None
-    if direct is not None:  # adaptive execution off: the executed plan, in one call
+    if isinstance(direct, tuple):  # adaptive execution off: the executed plan, in one call
         text, leaves = jvm._json_and_leaves(direct[0])
         partitions = direct[1]
     else:
-        plan, partitions = jvm.batch_plan(session, execution, conf)
+        plan, partitions = jvm.batch_plan(session, jdf.queryExecution(), conf)
         text, leaves = jvm.batch_json(plan)
     if _CACHED in text:
         # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
         # other code cached: Spark's CacheManager substitutes those when it plans). Plan it
         # again as if nothing were cached, so the fingerprint does not depend on the session.
-        plan = jvm.uncached_plan(session, execution.analyzed())
+        plan = jvm.uncached_plan(session, jdf.queryExecution().analyzed())
         text, leaves = jvm.batch_json(plan)
     return PlanReading(text, leaves, False, shuffle_partitions=partitions)
 
@@ -176,6 +176,8 @@ _LEAF_SEPARATOR = "\u0000"
 _LEAVES_MARK = "\u0001"
 #: After the shuffle partitions in :meth:`_Jvm.batch_reading`.
 _CONF_MARK = "\u0002"
+#: :meth:`_Jvm.batch_reading`'s whole answer for a streaming Dataset.
+_STREAMING_MARK = "\u0003"
 #: Cuts each leaf's text to its first two words (``FileScan parquet``), in the JVM.
 _LEAF_HEAD = ("([^\\u0000 ]+(?: [^\\u0000 \\[]+)?)[^\\u0000]*", "$1")
 #: What :meth:`_Jvm.plan_json` drops from a batch plan's JSON, as (Java regex, replacement),
@@ -317,31 +319,36 @@ class _Jvm:
         self._batch = handles.filterReturnValue(one, builder)
         self._direct = self._direct_handle(one, concat, builder)
 
-    def batch_reading(self, conf: Any, execution: Any) -> tuple[str, int | None] | None:
-        """In one call, where adaptive execution is off: the session's shuffle partitions and
-        :meth:`batch_json` of the DataFrame's executed plan. ``None`` where adaptive execution
-        is on (the plan is then made without it: :meth:`batch_plan`)."""
+    def batch_reading(self, conf: Any, dataset: Any) -> tuple[str, int | None] | bool:
+        """In one call, for a batch Dataset where adaptive execution is off: the session's
+        shuffle partitions and :meth:`batch_json` of the executed plan. ``True`` for a
+        streaming Dataset, ``False`` where adaptive execution is on (the plan is then made
+        without it: :meth:`batch_plan`)."""
         if self._batch is None:
             self._build_batch()
         text = self._fetch(
-            self._direct.invokeWithArguments(self.jvm.java.util.List.of(conf, execution))
+            self._direct.invokeWithArguments(self.jvm.java.util.List.of(conf, dataset))
         )
+        if text == _STREAMING_MARK:
+            return True
         partitions, _, rest = text.partition(_CONF_MARK)
         if not rest:
-            return None
+            return False
         number = int(partitions) if partitions.isdigit() else None
         return rest, number
 
     def _direct_handle(self, json_of: Any, concat: Any, builder: Any) -> Any:
-        """(RuntimeConfig, QueryExecution) -> StringBuilder: the shuffle partitions, a mark,
-        then, where ``spark.sql.adaptive.enabled`` is ``false``, :meth:`batch_json`'s text of
-        the executed plan (nothing otherwise). MethodHandles only: Spark's own classes."""
+        """(RuntimeConfig, Dataset) -> StringBuilder: for a streaming Dataset a mark; for a
+        batch one the shuffle partitions, a mark, then, where ``spark.sql.adaptive.enabled``
+        is ``false``, :meth:`batch_json`'s text of the executed plan (nothing otherwise).
+        MethodHandles only: Spark's own classes and methods, composed."""
         invoke = self.jvm.java.lang.invoke
         handles = invoke.MethodHandles
         lookup = handles.publicLookup()
         kind = invoke.MethodType.fromMethodDescriptorString
         find = self.jvm.java.lang.Class.forName
         conf_class = find("org.apache.spark.sql.RuntimeConfig")
+        string_class = find("java.lang.String")
         execution_class = find("org.apache.spark.sql.execution.QueryExecution")
         get = lookup.findVirtual(
             conf_class, "get", kind("(Ljava/lang/String;)Ljava/lang/String;", None)
@@ -372,7 +379,25 @@ class _Jvm:
         )
         off = handles.dropArguments(off, 1, skipped)
         chosen = handles.guardWithTest(off, with_json, without_json)
-        return handles.filterReturnValue(chosen, builder)
+        # (conf, Dataset): a streaming Dataset answers the mark alone, a batch one the above
+        # of its QueryExecution.
+        dataset = find("org.apache.spark.sql.classic.Dataset")
+        executions = self.gateway.new_array(invoke.MethodHandle, 1)
+        executions[0] = lookup.findVirtual(
+            dataset,
+            "queryExecution",
+            kind("()Lorg/apache/spark/sql/execution/QueryExecution;", None),
+        )
+        batch = handles.filterArguments(chosen, 1, executions)
+        streaming = lookup.findVirtual(dataset, "isStreaming", kind("()Z", None))
+        firsts = self.gateway.new_array(self.jvm.java.lang.Class, 1)
+        firsts[0] = conf_class
+        streaming = handles.dropArguments(streaming, 0, firsts)
+        both = self.gateway.new_array(self.jvm.java.lang.Class, 2)
+        both[0] = conf_class
+        both[1] = dataset
+        mark = handles.dropArguments(handles.constant(string_class, _STREAMING_MARK), 0, both)
+        return handles.filterReturnValue(handles.guardWithTest(streaming, mark, batch), builder)
 
     def _json_and_leaves(self, text: str) -> tuple[str, list[str | None] | None]:
         """:meth:`batch_json`'s text split into the JSON and the scans' node names."""
