@@ -160,6 +160,13 @@ class Comparison:
         return self.rules.breaks(self, Check.parse(check))
 
     @cached_property
+    def derived(self) -> dict[str, Any]:
+        """Where the engine's rules keep what they derive from this comparison (their own
+        pairing of stages, say), so that the verdict, the explanation and the JSON form, which
+        each ask, compute it once."""
+        return {}
+
+    @cached_property
     def engine_changes(self) -> dict[str, Any]:
         """The engine's own account of what changed beyond operators, as JSON-ready keys
         (:meth:`EngineRules.changes <pytest_opid.io.registry.EngineRules.changes>`; ``{}`` for

@@ -268,51 +268,49 @@ class _Jvm:
         return self._json_and_leaves(text)
 
     def _build_batch(self) -> None:
-        """The handles of :meth:`batch_json` and :meth:`batch_reading`, made once."""
-        invoke = self.jvm.java.lang.invoke
-        handles = invoke.MethodHandles
-        lookup = handles.publicLookup()
-        kind = invoke.MethodType.fromMethodDescriptorString
-        find = self.jvm.java.lang.Class.forName
-        tree = find("org.apache.spark.sql.catalyst.trees.TreeNode")
-        string = find("java.lang.String")
-        to_json = lookup.findVirtual(tree, "toJSON", kind("()Ljava/lang/String;", None))
-        replace = lookup.findVirtual(
-            string,
+        """The handles of :meth:`plan_json`, :meth:`batch_json` and :meth:`batch_reading`,
+        composed once of Spark's and Java's own methods."""
+        handles = self.jvm.java.lang.invoke.MethodHandles
+        tree = "org.apache.spark.sql.catalyst.trees.TreeNode"
+        to_string = "(Ljava/lang/String;)Ljava/lang/String;"
+        builder = self._lookup().findConstructor(
+            self._class("java.lang.StringBuilder"), self._kind("(Ljava/lang/String;)V")
+        )
+        to_json = self._virtual(tree, "toJSON", "()Ljava/lang/String;")
+        self._to_builder = handles.filterReturnValue(to_json, builder)
+        replace = self._virtual(
+            "java.lang.String",
             "replace",
-            kind("(Ljava/lang/CharSequence;Ljava/lang/CharSequence;)Ljava/lang/String;", None),
+            "(Ljava/lang/CharSequence;Ljava/lang/CharSequence;)Ljava/lang/String;",
         )
         for text, replacement in _COMPACTED:
             to_json = handles.filterReturnValue(to_json, self._bound(replace, text, replacement))
-        collect = lookup.findVirtual(
-            tree, "collectLeaves", kind("()Lscala/collection/immutable/Seq;", None)
-        )
-        joined = lookup.findVirtual(
-            find("scala.collection.immutable.Seq"),
-            "mkString",
-            kind("(Ljava/lang/String;)Ljava/lang/String;", None),
-        )
-        concat = lookup.findVirtual(
-            string, "concat", kind("(Ljava/lang/String;)Ljava/lang/String;", None)
-        )
-        heads = handles.filterReturnValue(collect, self._bound(joined, _LEAF_SEPARATOR))
-        heads = handles.filterReturnValue(heads, self._bound(self._replace_all(), *_LEAF_HEAD))
-        heads = handles.filterReturnValue(heads, concat.bindTo(_LEAVES_MARK))
-        filters = self.gateway.new_array(invoke.MethodHandle, 2)
-        filters[0] = to_json
-        filters[1] = heads
-        both = handles.filterArguments(concat, 0, filters)
-        order = self.gateway.new_array(self.gateway.jvm.int, 2)  # plan -> both arguments
-        one = handles.permuteArguments(
+        concat = self._virtual("java.lang.String", "concat", to_string)
+        heads = self._virtual(tree, "collectLeaves", "()Lscala/collection/immutable/Seq;")
+        for step in (
+            self._bound(
+                self._virtual("scala.collection.immutable.Seq", "mkString", to_string),
+                _LEAF_SEPARATOR,
+            ),
+            self._bound(
+                self._virtual(
+                    "java.lang.String",
+                    "replaceAll",
+                    "(Ljava/lang/String;Ljava/lang/String;)Ljava/lang/String;",
+                ),
+                *_LEAF_HEAD,
+            ),
+            concat.bindTo(_LEAVES_MARK),
+        ):
+            heads = handles.filterReturnValue(heads, step)
+        both = handles.filterArguments(concat, 0, self._array("MethodHandle", to_json, heads))
+        one = handles.permuteArguments(  # the plan, to both arguments
             both,
-            kind("(Lorg/apache/spark/sql/catalyst/trees/TreeNode;)Ljava/lang/String;", None),
-            order,
-        )
-        builder = lookup.findConstructor(
-            find("java.lang.StringBuilder"), kind("(Ljava/lang/String;)V", None)
+            self._kind(f"(L{tree.replace('.', '/')};)Ljava/lang/String;"),
+            self.gateway.new_array(self.gateway.jvm.int, 2),
         )
         self._batch = handles.filterReturnValue(one, builder)
-        self._direct = self._direct_handle(one, concat, builder)
+        self._direct = handles.filterReturnValue(self._direct_handle(one, concat), builder)
 
     def batch_reading(self, conf: Any, dataset: Any) -> tuple[str, int | None] | bool:
         """In one call, for a batch Dataset where adaptive execution is off: the session's
@@ -332,67 +330,82 @@ class _Jvm:
         number = int(partitions) if partitions.isdigit() else None
         return rest, number
 
-    def _direct_handle(self, json_of: Any, concat: Any, builder: Any) -> Any:
-        """(RuntimeConfig, Dataset) -> StringBuilder: for a streaming Dataset a mark; for a
-        batch one the shuffle partitions, a mark, then, where ``spark.sql.adaptive.enabled``
-        is ``false``, :meth:`batch_json`'s text of the executed plan (nothing otherwise).
-        MethodHandles only: Spark's own classes and methods, composed."""
-        invoke = self.jvm.java.lang.invoke
-        handles = invoke.MethodHandles
-        lookup = handles.publicLookup()
-        kind = invoke.MethodType.fromMethodDescriptorString
-        find = self.jvm.java.lang.Class.forName
-        conf_class = find("org.apache.spark.sql.RuntimeConfig")
-        string_class = find("java.lang.String")
-        execution_class = find("org.apache.spark.sql.execution.QueryExecution")
-        get = lookup.findVirtual(
-            conf_class, "get", kind("(Ljava/lang/String;)Ljava/lang/String;", None)
-        )
-        partitions = self._bound(get, _SHUFFLE_PARTITIONS)
-        marked = handles.filterReturnValue(partitions, self._bound(concat, _CONF_MARK))
-        executed = lookup.findVirtual(
-            execution_class,
-            "executedPlan",
-            kind("()Lorg/apache/spark/sql/execution/SparkPlan;", None),
+    def _direct_handle(self, json_of: Any, concat: Any) -> Any:
+        """(RuntimeConfig, Dataset) -> String: for a streaming Dataset a mark; for a batch
+        one the shuffle partitions, a mark, then, where ``spark.sql.adaptive.enabled`` is
+        ``false``, :meth:`batch_json`'s text of the executed plan (nothing otherwise)."""
+        handles = self.jvm.java.lang.invoke.MethodHandles
+        conf = "org.apache.spark.sql.RuntimeConfig"
+        execution = "org.apache.spark.sql.execution.QueryExecution"
+        dataset = "org.apache.spark.sql.classic.Dataset"
+        get = self._virtual(conf, "get", "(Ljava/lang/String;)Ljava/lang/String;")
+        marked = handles.filterReturnValue(
+            self._bound(get, _SHUFFLE_PARTITIONS), self._bound(concat, _CONF_MARK)
         )
         json_of = json_of.asType(
-            kind("(Lorg/apache/spark/sql/execution/SparkPlan;)Ljava/lang/String;", None)
+            self._kind("(Lorg/apache/spark/sql/execution/SparkPlan;)Ljava/lang/String;")
         )
-        planned = handles.filterReturnValue(executed, json_of)
-        filters = self.gateway.new_array(invoke.MethodHandle, 2)
-        filters[0] = marked
-        filters[1] = planned
-        with_json = handles.filterArguments(concat, 0, filters)  # (conf, execution)
-        skipped = self.gateway.new_array(self.jvm.java.lang.Class, 1)
-        skipped[0] = execution_class
-        without_json = handles.dropArguments(marked, 1, skipped)
-        equals = lookup.findVirtual(
-            find("java.lang.Object"), "equals", kind("(Ljava/lang/Object;)Z", None)
-        ).bindTo("false")
+        planned = handles.filterReturnValue(
+            self._virtual(
+                execution, "executedPlan", "()Lorg/apache/spark/sql/execution/SparkPlan;"
+            ),
+            json_of,
+        )
+        with_json = handles.filterArguments(  # (conf, execution)
+            concat, 0, self._array("MethodHandle", marked, planned)
+        )
+        without_json = handles.dropArguments(
+            marked, 1, self._array("Class", self._class(execution))
+        )
+        equals = self._virtual("java.lang.Object", "equals", "(Ljava/lang/Object;)Z")
         off = handles.filterReturnValue(
-            self._bound(get, _AQE), equals.asType(kind("(Ljava/lang/String;)Z", None))
+            self._bound(get, _AQE),
+            equals.bindTo("false").asType(self._kind("(Ljava/lang/String;)Z")),
         )
-        off = handles.dropArguments(off, 1, skipped)
+        off = handles.dropArguments(off, 1, self._array("Class", self._class(execution)))
         chosen = handles.guardWithTest(off, with_json, without_json)
         # (conf, Dataset): a streaming Dataset answers the mark alone, a batch one the above
         # of its QueryExecution.
-        dataset = find("org.apache.spark.sql.classic.Dataset")
-        executions = self.gateway.new_array(invoke.MethodHandle, 1)
-        executions[0] = lookup.findVirtual(
-            dataset,
-            "queryExecution",
-            kind("()Lorg/apache/spark/sql/execution/QueryExecution;", None),
+        execution_of = self._virtual(
+            dataset, "queryExecution", "()Lorg/apache/spark/sql/execution/QueryExecution;"
         )
-        batch = handles.filterArguments(chosen, 1, executions)
-        streaming = lookup.findVirtual(dataset, "isStreaming", kind("()Z", None))
-        firsts = self.gateway.new_array(self.jvm.java.lang.Class, 1)
-        firsts[0] = conf_class
-        streaming = handles.dropArguments(streaming, 0, firsts)
-        both = self.gateway.new_array(self.jvm.java.lang.Class, 2)
-        both[0] = conf_class
-        both[1] = dataset
-        mark = handles.dropArguments(handles.constant(string_class, _STREAMING_MARK), 0, both)
-        return handles.filterReturnValue(handles.guardWithTest(streaming, mark, batch), builder)
+        batch = handles.filterArguments(chosen, 1, self._array("MethodHandle", execution_of))
+        streaming = handles.dropArguments(
+            self._virtual(dataset, "isStreaming", "()Z"),
+            0,
+            self._array("Class", self._class(conf)),
+        )
+        mark = handles.dropArguments(
+            handles.constant(self._class("java.lang.String"), _STREAMING_MARK),
+            0,
+            self._array("Class", self._class(conf), self._class(dataset)),
+        )
+        return handles.guardWithTest(streaming, mark, batch)
+
+    # MethodHandle plumbing ------------------------------------------------------------------
+
+    def _lookup(self) -> Any:
+        return self.jvm.java.lang.invoke.MethodHandles.publicLookup()
+
+    def _class(self, name: str) -> Any:
+        return self.jvm.java.lang.Class.forName(name)
+
+    def _kind(self, descriptor: str) -> Any:
+        return self.jvm.java.lang.invoke.MethodType.fromMethodDescriptorString(descriptor, None)
+
+    def _virtual(self, owner: str, name: str, descriptor: str) -> Any:
+        """The handle of ``owner``'s public method ``name`` (a JVM descriptor)."""
+        return self._lookup().findVirtual(self._class(owner), name, self._kind(descriptor))
+
+    def _array(self, kind: str, *items: Any) -> Any:
+        """A Java array of ``java.lang.Class`` or ``java.lang.invoke.MethodHandle``."""
+        element = (
+            self.jvm.java.lang.Class if kind == "Class" else self.jvm.java.lang.invoke.MethodHandle
+        )
+        array = self.gateway.new_array(element, len(items))
+        for i, item in enumerate(items):
+            array[i] = item
+        return array
 
     def _json_and_leaves(self, text: str) -> tuple[str, list[str | None] | None]:
         """:meth:`batch_json`'s text split into the JSON and the scans' node names."""
@@ -410,16 +423,6 @@ class _Jvm:
                 names.append(None)
         return text, names
 
-    def _replace_all(self) -> Any:
-        invoke = self.jvm.java.lang.invoke
-        return invoke.MethodHandles.publicLookup().findVirtual(
-            self.jvm.java.lang.Class.forName("java.lang.String"),
-            "replaceAll",
-            invoke.MethodType.fromMethodDescriptorString(
-                "(Ljava/lang/String;Ljava/lang/String;)Ljava/lang/String;", None
-            ),
-        )
-
     def _bound(self, handle: Any, *values: str) -> Any:
         """``handle`` with its arguments after the receiver fixed to ``values``."""
         arguments = self.gateway.new_array(self.jvm.java.lang.Object, len(values))
@@ -429,20 +432,8 @@ class _Jvm:
 
     def plan_json(self, plan: Any) -> str:
         """``plan.toJSON()``, kept in the JVM as a StringBuilder and fetched in pieces."""
-        if self._to_builder is None:
-            invoke = self.jvm.java.lang.invoke
-            lookup = invoke.MethodHandles.publicLookup()
-            tree = self.jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.trees.TreeNode")
-            builder = self.jvm.java.lang.Class.forName("java.lang.StringBuilder")
-            to_json = lookup.findVirtual(
-                tree,
-                "toJSON",
-                invoke.MethodType.fromMethodDescriptorString("()Ljava/lang/String;", None),
-            )
-            new_builder = lookup.findConstructor(
-                builder, invoke.MethodType.fromMethodDescriptorString("(Ljava/lang/String;)V", None)
-            )
-            self._to_builder = invoke.MethodHandles.filterReturnValue(to_json, new_builder)
+        if self._batch is None:
+            self._build_batch()
         return self._fetch(
             self._to_builder.invokeWithArguments(self.jvm.java.util.Collections.singletonList(plan))
         )

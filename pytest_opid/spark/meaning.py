@@ -125,6 +125,7 @@ class MeaningPlan:
     def __init__(
         self, nodes: Sequence[Mapping[str, Any]], texts: Mapping[int, str] | None = None
     ) -> None:
+        self._parsed: dict[int, _Expr | None] = {}
         self.nodes = nodes
         self.texts = texts or {}  # what the JSON leaves out, by node position (from the JVM)
         self.classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
@@ -132,13 +133,13 @@ class MeaningPlan:
         for node, cls in zip(nodes, self.classes, strict=True):
             if cls == "ProjectExec":
                 for flat in node.get("projectList") or ():
-                    self._define(_tree(flat), "project")
+                    self._define(self.parse(flat), "project")
             elif cls == "ExpandExec":
                 projections = node.get("projections") or ()
                 outputs = node.get("output") or ()
                 if projections and isinstance(projections[0], list):
                     for flat, out in zip(projections[0], outputs, strict=False):
-                        tree, attr = _tree(flat), _tree(out)
+                        tree, attr = self.parse(flat), self.parse(out)
                         ident = _expr_id(attr.fields) if attr is not None else None
                         if (
                             tree is not None
@@ -148,7 +149,7 @@ class MeaningPlan:
                             self.defs.setdefault(ident, (tree, "expand"))
             elif cls in ("HashAggregateExec", "MergingSessionsExec"):
                 for flat in node.get("aggregateExpressions") or ():
-                    tree = _tree(flat)
+                    tree = self.parse(flat)
                     if tree is not None and tree.cls == "AggregateExpression":
                         ident = None
                         result = tree.fields.get("resultId")
@@ -165,6 +166,14 @@ class MeaningPlan:
         for ident, delay in self._delays():
             found.setdefault(ident, delay)
         return found
+
+    def parse(self, flat: Any) -> _Expr | None:
+        """:func:`_tree` of an expression of this plan's nodes, parsed once however often it
+        is read (the plan's lists live as long as the plan)."""
+        key = id(flat)
+        if key not in self._parsed:
+            self._parsed[key] = _tree(flat)
+        return self._parsed[key]
 
     def _define(self, tree: _Expr | None, where: str) -> None:
         if tree is not None and tree.cls == "Alias" and tree.children:

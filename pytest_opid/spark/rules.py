@@ -19,7 +19,7 @@ from dataclasses import replace
 from pytest_opid.comparison import Check, Comparison
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.restore import check_fingerprint, short_source
-from pytest_opid.spark.stages import plan_diff, stage_diff
+from pytest_opid.spark.stages import PlanDiff, StageDiff, plan_diff, stage_diff
 from pytest_opid.text import plural, quote
 
 __all__ = ["ROWS", "SparkRules"]
@@ -148,14 +148,14 @@ class SparkRules:
                 out += [f"    {line}" for line in lines[1:fix]]
         before, after = len(c.old.job_vertices), len(c.new.job_vertices)
         if c.mode == "batch":
-            diff = stage_diff(c.old, c.new)
+            diff = _diffs(c)[0]
             if diff:
                 out += ["", f"Stages: {before} before, {after} now."]
                 out += [f"  join strategy: {o} is now {n}" for o, n in diff.strategies]
                 out += [f"  {change.describe()}" for change in diff.changes[:ROWS]]
                 if len(diff.changes) > ROWS:
                     out.append(f"  ... and {len(diff.changes) - ROWS} more")
-            plan = plan_diff(c.old, c.new)
+            plan = _diffs(c)[1]
             if plan.changes:
                 out += ["", "Plan (the [plan] lines that differ; row-wise ones last):"]
                 ordered = [*plan.structural, *plan.row_wise]
@@ -206,7 +206,7 @@ class SparkRules:
         query: nothing beyond the engine-neutral form."""
         if c.mode != "batch":
             return {}
-        stages = stage_diff(c.old, c.new)
+        stages = _diffs(c)[0]
         old, new = dict(c.old.settings), dict(c.new.settings)
         return {
             "chain_changes": [],
@@ -229,7 +229,7 @@ class SparkRules:
                     "new": p.new,
                     "structural": p.structural,
                 }
-                for p in plan_diff(c.old, c.new).changes
+                for p in _diffs(c)[1].changes
             ],
             # A snapshot from before settings were recorded has none: nothing known changed.
             "settings_changes": [
@@ -268,10 +268,10 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
         )
     state_problems = len(problems)
     if c.mode == "batch":
-        problems += stage_diff(c.old, c.new).problems()
+        problems += _diffs(c)[0].problems()
         staged = len(problems)
         # The same stages: say which plan lines changed; else which tables came or went.
-        problems += plan_diff(c.old, c.new).problems(tables_only=staged > state_problems)
+        problems += _diffs(c)[1].problems(tables_only=staged > state_problems)
     elif c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):
@@ -294,12 +294,12 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     moved = len(c.changed) + len(c.added)
     if c.mode == "batch":
         notes = _settings_changes(c)
-        inside = len(stage_diff(c.old, c.new).inside)
+        inside = len(_diffs(c)[0].inside)
         if inside:
             notes.append(
                 f"{plural(inside, 'stage')} changed only in row-wise operators (Filter, Project)"
             )
-        rows = len(plan_diff(c.old, c.new).row_wise)
+        rows = len(_diffs(c)[1].row_wise)
         if rows:
             notes.append(f"{plural(rows, 'plan line')} of row-wise work changed")
         noted = "".join(f"; {note}" for note in notes)
@@ -347,7 +347,7 @@ def _stages_changed(c: Comparison) -> bool:
     plan line beyond row-wise work (a table, exchange keys, a join, an aggregate, a
     subquery)."""
     if c.mode == "batch":
-        return bool(stage_diff(c.old, c.new)) or bool(plan_diff(c.old, c.new).structural)
+        return bool(_diffs(c)[0]) or bool(_diffs(c)[1].structural)
     return bool(c.chain_changes) or len(c.old.job_vertices) != len(c.new.job_vertices)
 
 
@@ -362,6 +362,14 @@ def _settings_changes(c: Comparison) -> list[str]:
         for name in sorted(old.keys() | new.keys())
         if old.get(name) != new.get(name)
     ]
+
+
+def _diffs(c: Comparison) -> tuple[StageDiff, PlanDiff]:
+    """A batch job's stage and plan comparison, made once per comparison."""
+    found = c.derived.get("spark batch")
+    if found is None:
+        found = c.derived["spark batch"] = (stage_diff(c.old, c.new), plan_diff(c.old, c.new))
+    return found  # type: ignore[no-any-return]
 
 
 def _stateful(s: StateOperator) -> str:
@@ -382,7 +390,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
         out += _restart_fixes(c) or [
             "  - run the changed query on a new checkpoint location (its state starts empty)",
         ]
-    restaged = c.mode != "batch" or bool(stage_diff(c.old, c.new))
+    restaged = c.mode != "batch" or bool(_diffs(c)[0])
     if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch") and restaged:
         out += [
             "  - a stage ends at every exchange: look for a groupBy/join/repartition/",

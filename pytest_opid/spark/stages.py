@@ -13,7 +13,7 @@ changed. A join whose kind changed while the number of joins stayed is a join st
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -252,20 +252,18 @@ def plan_diff(old: Fingerprint, new: Fingerprint) -> PlanDiff:
     pairs = align(before, after)
     taken_old = {i for i, _ in pairs}
     taken_new = {j for _, j in pairs}
-    left: dict[str, list[str]] = defaultdict(list)
+    left: dict[str, deque[int]] = defaultdict(deque)  # unpaired old lines by operator
     for i, line in enumerate(before):
         if i not in taken_old:
-            left[_operator(line)].append(line)
+            left[_operator(line)].append(i)
     changes: list[PlanChange] = []
     for j, line in enumerate(after):
-        if j in taken_new:
-            continue
-        waiting = left.get(_operator(line))
-        changes.append(PlanChange(waiting.pop(0), line) if waiting else PlanChange(None, line))
-    for i, line in enumerate(before):
-        if i not in taken_old and line in left.get(_operator(line), ()):
-            left[_operator(line)].remove(line)
-            changes.append(PlanChange(line, None))
+        if j not in taken_new:
+            waiting = left.get(_operator(line))
+            old_line = before[waiting.popleft()] if waiting else None
+            changes.append(PlanChange(old_line, line))
+    gone = sorted(i for waiting in left.values() for i in waiting)
+    changes += [PlanChange(before[i], None) for i in gone]
     return PlanDiff(tuple(changes))
 
 

@@ -116,17 +116,17 @@ class _TreePlan(MeaningPlan):
                 continue
             for field in fields:
                 for flat in node.get(field) or ():
-                    self._define(_tree(flat), "project")
+                    self._define(self.parse(flat), "project")
         self.children, _ = plan_children(nodes, "a Spark plan")
 
     def expr(self, flat: Any) -> str:
-        return self.render(_tree(flat))
+        return self.render(self.parse(flat))
 
     def exprs(self, flats: Any) -> str:
         return "[" + ", ".join(self.expr(f) for f in _list(flats)) + "]"
 
     def ordering(self, flats: Any) -> str:
-        return "[" + ", ".join(self.sort_order(_tree(f)) for f in _list(flats)) + "]"
+        return "[" + ", ".join(self.sort_order(self.parse(f)) for f in _list(flats)) + "]"
 
     def sort_order(self, tree: _Expr | None) -> str:
         if tree is None or tree.cls != "SortOrder" or not tree.children:
@@ -329,14 +329,14 @@ def _partitioning(plan: _TreePlan, node: Mapping[str, Any], shuffle_partitions: 
 
 
 def _aggregate(plan: _TreePlan, flat: Any) -> str:
-    tree = _tree(flat)
+    tree = plan.parse(flat)
     mode = _object_name(tree.fields.get("mode")) if tree is not None else ""
     prefix = {"Partial": "partial_", "PartialMerge": "merge_"}.get(mode, "")
     return prefix + plan.render(tree)
 
 
 def _window_function(plan: _TreePlan, flat: Any) -> str:
-    tree = _tree(flat)
+    tree = plan.parse(flat)
     while tree is not None and tree.cls in ("Alias", "WindowExpression") and tree.children:
         tree = tree.children[0]
     return plan.render(tree)
