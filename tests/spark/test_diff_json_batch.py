@@ -17,7 +17,7 @@ from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.render.picture import render_diff
 from tests.core.test_comparison_json import NEUTRAL
 from tests.render.test_pictures import SVG, groups
-from tests.spark.spark_checks import CUSTOMERS_SCHEMA
+from tests.spark.test_spark_stage_changes import _inputs, filter_removed
 
 KEYS = [
     *NEUTRAL,
@@ -28,12 +28,6 @@ KEYS = [
     "check",
     "stable",
 ]
-
-
-def _inputs(spark: Any, tables: dict[str, str]) -> tuple[Any, Any]:
-    orders = spark.read.parquet(tables["orders"])
-    customers = spark.read.schema(CUSTOMERS_SCHEMA).json(tables["customers"])
-    return orders, customers
 
 
 def _snapshots(tmp_path: Path, old: Any, new: Any) -> tuple[Path, Path]:
@@ -49,27 +43,8 @@ def _diff_json(capsys: Any, old: Path, new: Path) -> tuple[int, dict[str, Any]]:
     return code, json.loads(capsys.readouterr().out)
 
 
-def _filter_removed(spark: Any, tables: dict[str, str]) -> tuple[Any, Any]:
-    """A filter removed inside a stage: the same exchanges, the operator IDs moved (pairing
-    stages by them used to say one stage split and two merged)."""
-    from pyspark.sql import functions as F
-
-    orders, customers = _inputs(spark, tables)
-    second = customers.withColumnRenamed("country", "second")
-    third = customers.withColumnRenamed("country", "third")
-
-    def query(first: Any) -> Any:
-        joined = orders.join(F.broadcast(first), "customer_id")
-        joined = joined.join(F.broadcast(second), "customer_id")
-        return joined.join(F.broadcast(third), "customer_id").groupBy("second", "third").count()
-
-    return query(customers.filter("country = 'FR'").select("customer_id")), query(
-        customers.select("customer_id")
-    )
-
-
 def test_a_filter_removed_has_no_split_or_merge_in_the_json(spark, tables, tmp_path, capsys):
-    old, new = _snapshots(tmp_path, *_filter_removed(spark, tables))
+    old, new = _snapshots(tmp_path, *filter_removed(spark, tables))
     comparison = pytest_opid.compare(loads(old.read_text("utf-8")), loads(new.read_text("utf-8")))
     # The engine-neutral pairing still invents them; the JSON no longer says so.
     assert {change.kind for change in comparison.chain_changes} == {"split", "merged"}
@@ -92,7 +67,7 @@ def test_a_filter_removed_has_no_split_or_merge_in_the_json(spark, tables, tmp_p
 
 
 def test_a_filter_removed_draws_no_split_or_merge(spark, tables):
-    old, new = _filter_removed(spark, tables)
+    old, new = filter_removed(spark, tables)
     a, b = pytest_opid.fingerprint(old), pytest_opid.fingerprint(new)
     comparison = pytest_opid.compare(loads(dumps(a)), loads(dumps(b)))
     assert comparison.chain_changes  # what the picture used to draw
