@@ -235,9 +235,10 @@ class _Jvm:
     def __init__(self, gateway: Any) -> None:
         self.gateway = gateway
         self.jvm = _Names(gateway.jvm)
-        self._to_builder: Any = None
+        self._to_json: Any = None
         self._batch: Any = None
         self._direct: Any = None
+        self._more: Any = None
         self._incremental: tuple[Any, list[str]] | None = None
         self._identity: Any = None
         self._methods: dict[tuple[str, str], Any] = {}
@@ -262,22 +263,19 @@ class _Jvm:
         ``FileScan parquet``), so that the answer stays short however wide the tables."""
         if self._batch is None:
             self._build_batch()
-        text = self._fetch(
-            self._batch.invokeWithArguments(self.jvm.java.util.Collections.singletonList(plan))
-        )
-        return self._json_and_leaves(text)
+        return self._json_and_leaves(self._fetch(self._batch.apply(plan)))
 
     def _build_batch(self) -> None:
         """The handles of :meth:`plan_json`, :meth:`batch_json` and :meth:`batch_reading`,
-        composed once of Spark's and Java's own methods."""
+        composed once of Spark's and Java's own methods, each behind a ``java.util.function``
+        proxy: py4j calls its ``apply`` in one round trip, where ``invokeWithArguments`` needed
+        another to make the argument list (and a third to release it)."""
         handles = self.jvm.java.lang.invoke.MethodHandles
         tree = "org.apache.spark.sql.catalyst.trees.TreeNode"
         to_string = "(Ljava/lang/String;)Ljava/lang/String;"
-        builder = self._lookup().findConstructor(
-            self._class("java.lang.StringBuilder"), self._kind("(Ljava/lang/String;)V")
-        )
+        kept = self._pieces()
         to_json = self._virtual(tree, "toJSON", "()Ljava/lang/String;")
-        self._to_builder = handles.filterReturnValue(to_json, builder)
+        self._to_json = self._function(handles.filterReturnValue(to_json, kept))
         replace = self._virtual(
             "java.lang.String",
             "replace",
@@ -309,8 +307,62 @@ class _Jvm:
             self._kind(f"(L{tree.replace('.', '/')};)Ljava/lang/String;"),
             self.gateway.new_array(self.gateway.jvm.int, 2),
         )
-        self._batch = handles.filterReturnValue(one, builder)
-        self._direct = handles.filterReturnValue(self._direct_handle(one, concat), builder)
+        self._batch = self._function(handles.filterReturnValue(one, kept))
+        self._direct = self._function(
+            handles.filterReturnValue(self._direct_handle(one, concat), kept), "BiFunction"
+        )
+
+    def _pieces(self) -> Any:
+        """(String) -> String: keeps the text in a ThreadLocal of this gateway and answers its
+        first :data:`_CHUNK` characters; :attr:`_more` (start -> String) answers the next
+        pieces of the kept text. Per JVM thread, and PySpark pins each Python thread to its
+        own, so fingerprints in two threads do not mix; each thread keeps its last text only."""
+        handles = self.jvm.java.lang.invoke.MethodHandles
+        local = self.jvm.java.lang.ThreadLocal()
+        keep = (
+            self._virtual("java.lang.ThreadLocal", "set", "(Ljava/lang/Object;)V")
+            .bindTo(local)
+            .asType(self._kind("(Ljava/lang/String;)V"))
+        )
+        # commons-lang3 (on Spark's class path: TreeNode uses it) cuts leniently past the end.
+        cut = self._lookup().findStatic(
+            self._class("org.apache.commons.lang3.StringUtils"),
+            "substring",
+            self._kind("(Ljava/lang/String;II)Ljava/lang/String;"),
+        )
+        first = handles.insertArguments(cut, 1, self._integers(0, _CHUNK))
+        kept = self._virtual("java.lang.ThreadLocal", "get", "()Ljava/lang/Object;").bindTo(local)
+        more = handles.collectArguments(  # (start, end): the kept text from start to end
+            cut, 0, kept.asType(self._kind("()Ljava/lang/String;"))
+        )
+        plus = handles.insertArguments(
+            self._lookup().findStatic(
+                self._class("java.lang.Math"), "addExact", self._kind("(II)I")
+            ),
+            1,
+            self._integers(_CHUNK),
+        )
+        more = handles.filterArguments(more, 1, self._array("MethodHandle", plus))
+        self._more = self._function(
+            handles.permuteArguments(  # start, to both arguments
+                more,
+                self._kind("(I)Ljava/lang/String;"),
+                self.gateway.new_array(self.gateway.jvm.int, 2),
+            )
+        )
+        return handles.foldArguments(first, keep)
+
+    def _function(self, handle: Any, kind: str = "Function") -> Any:
+        """``handle`` as a ``java.util.function`` interface (``Function``, ``BiFunction``)."""
+        return self.jvm.java.lang.invoke.MethodHandleProxies.asInterfaceInstance(
+            self._class(f"java.util.function.{kind}"), handle
+        )
+
+    def _integers(self, *values: int) -> Any:
+        array = self.gateway.new_array(self.jvm.java.lang.Object, len(values))
+        for i, value in enumerate(values):
+            array[i] = self.jvm.java.lang.Integer.valueOf(value)
+        return array
 
     def batch_reading(self, conf: Any, dataset: Any) -> tuple[str, int | None] | bool:
         """In one call, for a batch Dataset where adaptive execution is off: the session's
@@ -319,9 +371,7 @@ class _Jvm:
         without it: :meth:`batch_plan`)."""
         if self._batch is None:
             self._build_batch()
-        text = self._fetch(
-            self._direct.invokeWithArguments(self.jvm.java.util.List.of(conf, dataset))
-        )
+        text = self._fetch(self._direct.apply(conf, dataset))
         if text == _STREAMING_MARK:
             return True
         partitions, _, rest = text.partition(_CONF_MARK)
@@ -431,28 +481,30 @@ class _Jvm:
         return self.jvm.java.lang.invoke.MethodHandles.insertArguments(handle, 1, arguments)
 
     def plan_json(self, plan: Any) -> str:
-        """``plan.toJSON()``, kept in the JVM as a StringBuilder and fetched in pieces."""
+        """``plan.toJSON()``, kept in the JVM and fetched in pieces."""
         if self._batch is None:
             self._build_batch()
-        return self._fetch(
-            self._to_builder.invokeWithArguments(self.jvm.java.util.Collections.singletonList(plan))
-        )
+        return self._fetch(self._to_json.apply(plan))
 
-    def _fetch(self, text: Any) -> str:
-        """A JVM StringBuilder's text, in pieces that fit py4j's answer buffer."""
-        size = text.length()
+    def _fetch(self, first: str) -> str:
+        """The text kept by :meth:`_pieces`, from its ``first`` piece on: a piece shorter
+        than :data:`_CHUNK` Java chars is the last."""
+        if len(first) < _CHUNK and first.isascii():
+            return first
         parts = []
-        start = 0
-        while start < size:
-            end = min(start + _CHUNK, size)
-            part = text.substring(start, end)
-            if end < size and part.endswith("?"):
+        part, start = first, 0
+        while True:
+            size = _java_length(part)
+            last = size < _CHUNK
+            if not last and part.endswith("?"):
                 # A UTF-16 pair cut in two reaches Python as "?": fetch that char again.
                 part = part[:-1]
-                end -= 1
+                size -= 1
             parts.append(part)
-            start = end
-        return "".join(parts)
+            if last:
+                return "".join(parts)
+            start += size
+            part = self._more.apply(start)
 
     def batch_plan(self, session: Any, execution: Any, conf: Any = None) -> tuple[Any, int | None]:
         """A batch DataFrame's static plan (:meth:`static_plan`) and the session's shuffle
@@ -879,6 +931,13 @@ class _NotInspected(Exception):
 
 
 _PYTHON_ERROR = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): .*")
+
+
+def _java_length(text: str) -> int:
+    """``text``'s length in the JVM: UTF-16 code units (a char past U+FFFF is two)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _python_error(exc: Exception) -> str:
