@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
@@ -166,10 +167,13 @@ _INCREMENTAL_EXECUTION = (
     "org.apache.spark.sql.execution.streaming.IncrementalExecution",
     "org.apache.spark.sql.execution.streaming.runtime.IncrementalExecution",
 )
-#: Characters fetched per py4j call. py4j (up to 0.10.9.9, bundled with PySpark 4.0) answers
-#: through an 8 KiB buffered writer without TCP_NODELAY, so a longer answer waits ~40 ms for a
-#: delayed ACK (py4j issue #516); plan JSON comes in pieces that fit the buffer instead.
+#: Characters fetched per py4j call where Nagle's algorithm could not be switched off (see
+#: :meth:`_Jvm._no_delay`): py4j's Java side (up to 0.10.9.9, bundled with PySpark 4.x) answers
+#: through an 8 KiB buffered writer, so a longer answer goes out in two writes and the second
+#: waits ~40 ms for a delayed ACK (py4j issue #516). Pieces that fit the buffer avoid it.
 _CHUNK = 7500
+#: The piece size where Nagle is off: the whole text in one answer.
+_WHOLE = 2**31 - 1
 #: Between the leaves' texts in :meth:`_Jvm.batch_json`, and before them; JSON text never
 #: holds either raw (it escapes control characters).
 _LEAF_SEPARATOR = "\u0000"
@@ -239,6 +243,8 @@ class _Jvm:
         self._batch: Any = None
         self._direct: Any = None
         self._more: Any = None
+        self._piece = _CHUNK
+        self._quick: weakref.WeakSet[Any] = weakref.WeakSet()
         self._incremental: tuple[Any, list[str]] | None = None
         self._identity: Any = None
         self._methods: dict[tuple[str, str], Any] = {}
@@ -263,6 +269,7 @@ class _Jvm:
         ``FileScan parquet``), so that the answer stays short however wide the tables."""
         if self._batch is None:
             self._build_batch()
+        self._new_connection()
         return self._json_and_leaves(self._fetch(self._batch.apply(plan)))
 
     def _build_batch(self) -> None:
@@ -273,6 +280,7 @@ class _Jvm:
         handles = self.jvm.java.lang.invoke.MethodHandles
         tree = "org.apache.spark.sql.catalyst.trees.TreeNode"
         to_string = "(Ljava/lang/String;)Ljava/lang/String;"
+        self._piece = _WHOLE if self._no_delay() else _CHUNK
         kept = self._pieces()
         to_json = self._virtual(tree, "toJSON", "()Ljava/lang/String;")
         self._to_json = self._function(handles.filterReturnValue(to_json, kept))
@@ -313,11 +321,14 @@ class _Jvm:
         )
 
     def _pieces(self) -> Any:
-        """(String) -> String: keeps the text in a ThreadLocal of this gateway and answers its
-        first :data:`_CHUNK` characters; :attr:`_more` (start -> String) answers the next
-        pieces of the kept text. Per JVM thread, and PySpark pins each Python thread to its
-        own, so fingerprints in two threads do not mix; each thread keeps its last text only."""
+        """(String) -> String: the text whole where Nagle is off (:meth:`_no_delay`);
+        otherwise its first :data:`_CHUNK` characters, keeping the text in a ThreadLocal of
+        this gateway for :attr:`_more` (start -> String) to answer the next pieces. Per JVM
+        thread, and PySpark pins each Python thread to its own, so fingerprints in two threads
+        do not mix; each thread keeps its last text only."""
         handles = self.jvm.java.lang.invoke.MethodHandles
+        if self._piece == _WHOLE:
+            return handles.identity(self._class("java.lang.String"))
         local = self.jvm.java.lang.ThreadLocal()
         keep = (
             self._virtual("java.lang.ThreadLocal", "set", "(Ljava/lang/Object;)V")
@@ -352,6 +363,38 @@ class _Jvm:
         )
         return handles.foldArguments(first, keep)
 
+    def _no_delay(self) -> bool:
+        """Switch Nagle's algorithm off (``TCP_NODELAY``) on the Java side of this gateway's
+        py4j connections, as py4j itself does from its pull request #592 on (not in 0.10.9.9,
+        which PySpark 4.x bundles): then a long answer comes at once (issue #516). A private
+        field of ``py4j.GatewayServer`` lists the connections; ``False`` where it cannot be
+        read (another py4j, a gateway without one), and plan text then comes in pieces."""
+        client = getattr(self.gateway, "_gateway_client", None)
+        connection = getattr(client, "get_thread_connection", lambda: None)()
+        try:
+            server = self.gateway.java_gateway_server
+            field = self._class("py4j.GatewayServer").getDeclaredField("connections")
+            field.setAccessible(True)
+            for each in list(field.get(server)):
+                socket = each.getSocket()
+                if not socket.getTcpNoDelay():
+                    socket.setTcpNoDelay(True)
+        except Exception:  # py4j's or the JVM's error: keep the pieces
+            return False
+        if connection is not None:
+            self._quick.add(connection)
+        return True
+
+    def _new_connection(self) -> None:
+        """:meth:`_no_delay` again when this Python thread talks to the JVM over a connection
+        not seen before (PySpark gives each thread its own); a dict lookup otherwise."""
+        if self._piece != _WHOLE:
+            return
+        client = getattr(self.gateway, "_gateway_client", None)
+        connection = getattr(client, "get_thread_connection", lambda: None)()
+        if connection is not None and connection not in self._quick:
+            self._no_delay()
+
     def _function(self, handle: Any, kind: str = "Function") -> Any:
         """``handle`` as a ``java.util.function`` interface (``Function``, ``BiFunction``)."""
         return self.jvm.java.lang.invoke.MethodHandleProxies.asInterfaceInstance(
@@ -371,6 +414,7 @@ class _Jvm:
         without it: :meth:`batch_plan`)."""
         if self._batch is None:
             self._build_batch()
+        self._new_connection()
         text = self._fetch(self._direct.apply(conf, dataset))
         if text == _STREAMING_MARK:
             return True
@@ -484,12 +528,13 @@ class _Jvm:
         """``plan.toJSON()``, kept in the JVM and fetched in pieces."""
         if self._batch is None:
             self._build_batch()
+        self._new_connection()
         return self._fetch(self._to_json.apply(plan))
 
     def _fetch(self, first: str) -> str:
         """The text kept by :meth:`_pieces`, from its ``first`` piece on: a piece shorter
         than :data:`_CHUNK` Java chars is the last."""
-        if len(first) < _CHUNK and first.isascii():
+        if self._piece == _WHOLE or (len(first) < _CHUNK and first.isascii()):
             return first
         parts = []
         part, start = first, 0

@@ -57,3 +57,21 @@ def test_a_static_field_is_read_each_time(spark):
     assert names.java.lang.Integer is names.java.lang.Integer  # a class: resolved once
     assert names.java.lang.Integer.MAX_VALUE == 2**31 - 1  # a field's value: not kept
     assert "MAX_VALUE" not in names.java.lang.Integer._found
+
+
+def test_a_warm_batch_fingerprint_is_one_command(spark, round_trips):
+    # Adaptive execution off (the plugin's session): one call makes the executed plan and
+    # answers the shuffle partitions, the plan JSON and the scans' names, whole (Nagle off on
+    # py4j's connection). Spark's own executedPlan() from Python is two commands.
+    def query():  # its plan JSON is over 40 KiB: py4j's buffer is 8 KiB
+        wide = "'" + "x" * 40_000 + "'"
+        return spark.range(100).selectExpr(f"id % 7 || {wide} AS k").groupBy("k").count()
+
+    pytest_opid.fingerprint(query())
+    fresh = query()
+    round_trips.clear()
+    fp = pytest_opid.fingerprint(fresh)
+    assert "x" * 40_000 in "\n".join(fp.plan)  # the grouping key, in the tree
+    commands = [c.split("\n")[:3] for c in round_trips if not c.startswith("m\nd\n")]
+    assert len(commands) == 1, commands
+    assert fp.plan and fp.plan[0].startswith("HashAggregate keys [")

@@ -151,20 +151,62 @@ def test_streaming_sources_and_stateful_operators(spark, events_dir):
     assert [(s.state_operator_id, s.kind) for s in graph.state_operators] == [(0, "dedupe")]
 
 
-def test_plan_json_comes_in_pieces_without_mangling_text(spark):
-    # Read piecewise (py4j stalls 40 ms on answers over 8 KiB); a character outside the BMP
-    # (two UTF-16 units) may fall on a piece boundary, on either parity.
+@pytest.mark.parametrize("nagle_off", [True, False], ids=["whole", "pieces"])
+def test_plan_json_comes_whole_or_in_pieces_without_mangling_text(spark, monkeypatch, nagle_off):
+    # Whole where Nagle is off on py4j's connection; in pieces where it could not be switched
+    # off (py4j stalls 40 ms on answers over 8 KiB). A character outside the BMP (two UTF-16
+    # units) may fall on a piece boundary, on either parity.
+    from pyspark import SparkContext
     from pyspark.sql import functions as F
 
-    from pytest_opid.spark.jvm import _Jvm
+    from pytest_opid.spark import jvm
 
+    if not nagle_off:
+        monkeypatch.setattr(jvm._Jvm, "_no_delay", lambda self: False)
+    reader = jvm._Jvm(SparkContext._active_spark_context._gateway)  # handles of its own
     for pad in range(2):
         literal = "y" * pad + "a\U0001f600\u00e9?" * 3000
         df = spark.range(3).filter(F.lit(literal) != F.col("id").cast("string"))
         plan = df._jdf.queryExecution().executedPlan()
-        text = _Jvm.get().plan_json(plan)
+        text = reader.plan_json(plan)
         assert len(text) > 12_000  # several pieces
         assert text == plan.toJSON()
+    assert (reader._piece == jvm._WHOLE) is nagle_off
+
+
+def test_nagle_is_off_on_the_connection_plan_text_comes_over(spark):
+    # py4j 0.10.9.9 leaves Nagle on (py4j issue #516); a long answer would wait for a delayed
+    # ACK. pytest-opid switches it off on py4j's connections (as py4j's pull request #592 does),
+    # also on the connection of a thread that fingerprints later (PySpark pins one per thread).
+    import threading
+
+    from pytest_opid.spark.jvm import _Jvm
+
+    df = spark.range(3).groupBy("id").count()
+    pytest_opid.fingerprint(df)
+    reader = _Jvm.get()
+    gateway = reader.gateway
+    field = reader._class("py4j.GatewayServer").getDeclaredField("connections")
+    field.setAccessible(True)
+
+    def nagle_off_on_this_threads_connection() -> bool:
+        port = gateway._gateway_client.get_thread_connection().socket.getsockname()[1]
+        found = [c.getSocket() for c in field.get(gateway.java_gateway_server)]
+        found = [s for s in found if s.getPort() == port]
+        return len(found) == 1 and found[0].getTcpNoDelay()
+
+    assert nagle_off_on_this_threads_connection()
+    seen: list[object] = []
+
+    def other_thread() -> None:
+        spark.range(1).count()  # this thread's own connection, new
+        pytest_opid.fingerprint(df)
+        seen.append(nagle_off_on_this_threads_connection())
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join(60)
+    assert seen == [True]
 
 
 # -- plan JSON handled without Spark --------------------------------------------------------
