@@ -525,7 +525,7 @@ class _Jvm:
         return self.jvm.java.lang.invoke.MethodHandles.insertArguments(handle, 1, arguments)
 
     def plan_json(self, plan: Any) -> str:
-        """``plan.toJSON()``, kept in the JVM and fetched in pieces."""
+        """``plan.toJSON()``, in one answer or in pieces (:meth:`_pieces`)."""
         if self._batch is None:
             self._build_batch()
         self._new_connection()

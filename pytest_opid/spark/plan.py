@@ -7,9 +7,9 @@ reorders operators, so this module turns Spark's *physical plan* into the engine
 :class:`~pytest_opid.topology.Topology` and lets the Flink-exact hasher give every operator an
 identity.
 
-The plan is read as Spark's own plan JSON (``SparkPlan.toJSON()``, one JVM call, fetched in
-pieces of a few KiB) plus one small call per file scan for its format, never one py4j round
-trip per operator. The conversion rules (the README's Spark section has a worked example):
+The plan is read as Spark's own plan JSON (``SparkPlan.toJSON()``) with the file scans'
+formats, in one py4j call for a batch plan (:mod:`pytest_opid.spark.jvm`), never one round trip
+per operator. The conversion rules (the README's Spark section has a worked example):
 
 * Operators become nodes named by Spark's node name (``HashAggregate``, ``Filter``,
   ``FileScan parquet``, ``StateStoreSave``...). Names carry no column names, literals,
