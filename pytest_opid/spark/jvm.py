@@ -14,9 +14,11 @@ declarations in this interpreter and they are replayed on the operator's own dri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import weakref
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
@@ -88,8 +90,8 @@ def read_plan(obj: Any) -> PlanReading:
         execution = obj._jsq.streamingQuery()
         session = _stream_session(execution)
         analyzed = execution.analyzedPlan()
-        plan = jvm.incremental_plan(session, analyzed, execution.outputMode())
-        return jvm.streaming_reading(plan, analyzed, session)._replace(output_mode_known=True)
+        reading = _streaming_reading(jvm, session, analyzed, execution.outputMode())
+        return reading._replace(output_mode_known=True)
     if not isinstance(obj, DataFrame):
         hint = ""
         if module.startswith("pandas"):
@@ -109,23 +111,40 @@ def read_plan(obj: Any) -> PlanReading:
     if session is None:
         session = jdf.sparkSession()
     if direct is True or (direct is False and conf is None and jdf.isStreaming()):
-        execution = jdf.queryExecution()
-        analyzed = execution.analyzed()
-        plan = jvm.incremental_plan(session, analyzed, None)
-        return jvm.streaming_reading(plan, analyzed, session)
+        return _streaming_reading(jvm, session, jdf.queryExecution().analyzed(), None)
     if isinstance(direct, tuple):  # adaptive execution off: the executed plan, in one call
         text, leaves = jvm._json_and_leaves(direct[0])
         partitions = direct[1]
     else:
         plan, partitions = jvm.batch_plan(session, jdf.queryExecution(), conf)
         text, leaves = jvm.batch_json(plan)
-    if _CACHED in text:
+    cached, in_set = _CACHED in text, _IN_SET in text
+    if cached or in_set:
         # Part of the plan reads a cached DataFrame (this one's, or an equal sub-plan that
-        # other code cached: Spark's CacheManager substitutes those when it plans). Plan it
+        # other code cached: Spark's CacheManager substitutes those when it plans): plan it
         # again as if nothing were cached, so the fingerprint does not depend on the session.
-        plan = jvm.uncached_plan(session, jdf.queryExecution().analyzed())
+        # An InSet (Spark's OptimizeIn makes one of an IN list over 10 values) writes its
+        # values as null in the JSON: plan again keeping IN lists, so the tree shows them.
+        analyzed = jdf.queryExecution().analyzed()
+        if cached:
+            plan = jvm.uncached_plan(session, analyzed)
+        else:
+            plan = jvm.static_plan(session, analyzed, in_lists=True)
         text, leaves = jvm.batch_json(plan)
     return PlanReading(text, leaves, False, shuffle_partitions=partitions)
+
+
+def _streaming_reading(jvm: _Jvm, session: Any, analyzed: Any, mode: Any) -> PlanReading:
+    """A streaming plan as Structured Streaming runs a batch of it; planned again keeping IN
+    lists where it holds an InSet, whose values the plan JSON leaves out (as for batch)."""
+    reading = jvm.streaming_reading(
+        jvm.incremental_plan(session, analyzed, mode), analyzed, session
+    )
+    if _IN_SET_CLASS not in reading.plan_json:
+        return reading
+    with jvm._planning(session, in_lists=True):
+        plan = jvm.incremental_plan(session, analyzed, mode)
+    return jvm.streaming_reading(plan, analyzed, session)
 
 
 def _stream_session(execution: Any) -> Any:
@@ -142,6 +161,12 @@ _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _EXPR_ID = re.compile(r"#\d+L?")
 #: A cached relation in a plan's JSON (``InMemoryTableScanExec`` and its relation).
 _CACHED = "InMemoryTableScan"
+#: An InSet in a batch plan's (compacted) JSON, and in a streaming plan's; its values are
+#: written as null.
+_IN_SET = '"class":"x.InSet"'
+_IN_SET_CLASS = '"class":"org.apache.spark.sql.catalyst.expressions.InSet"'
+#: Past this many values Spark's OptimizeIn makes an IN list an InSet (default 10).
+_IN_SET_THRESHOLD = "spark.sql.optimizer.inSetConversionThreshold"
 #: Spark 4.3 widens every state schema to nullable when this is on (its default, and what a new
 #: checkpoint pins); the encoding decides transformWithState's column family schemas.
 _ALWAYS_NULLABLE = "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled"
@@ -368,9 +393,14 @@ class _Jvm:
         py4j connections, as py4j itself does from its pull request #592 on (not in 0.10.9.9,
         which PySpark 4.x bundles): then a long answer comes at once (issue #516). A private
         field of ``py4j.GatewayServer`` lists the connections; ``False`` where it cannot be
-        read (another py4j, a gateway without one), and plan text then comes in pieces."""
-        client = getattr(self.gateway, "_gateway_client", None)
-        connection = getattr(client, "get_thread_connection", lambda: None)()
+        read (another py4j, a gateway without one), and plan text then comes in pieces. Also
+        ``False`` without PySpark's pinned threads (``PYSPARK_PIN_THREAD=false``): py4j's
+        pool may open a connection at any call there, and only a thread's own connection is
+        seen being new (:meth:`_new_connection`)."""
+        client: Any = getattr(self.gateway, "_gateway_client", None)
+        if not hasattr(client, "get_thread_connection"):
+            return False
+        connection = client.get_thread_connection()
         try:
             server = self.gateway.java_gateway_server
             field = self._class("py4j.GatewayServer").getDeclaredField("connections")
@@ -563,33 +593,43 @@ class _Jvm:
             return execution.executedPlan(), number
         return self.static_plan(session, execution.analyzed()), number
 
-    def static_plan(self, session: Any, logical: Any) -> Any:
-        """Plan ``logical`` again with adaptive execution off, restoring the setting after."""
-        conf = session.conf()
-        was = conf.get(_AQE)
-        conf.set(_AQE, "false")
-        try:
+    def static_plan(self, session: Any, logical: Any, *, in_lists: bool = False) -> Any:
+        """Plan ``logical`` again with adaptive execution off (``in_lists``: keeping IN lists,
+        :data:`_IN_SET_THRESHOLD`), restoring the settings after."""
+        with self._planning(session, in_lists=in_lists):
             mode = self.jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
             return session.sessionState().executePlan(logical, mode).executedPlan()
-        finally:
-            conf.set(_AQE, was)
 
     def uncached_plan(self, session: Any, analyzed: Any) -> Any:
         """The executed plan of ``analyzed`` planned without the cache: the steps of Spark's
         ``QueryExecution`` (optimize, plan, prepare for execution) minus ``withCachedData``,
-        with adaptive execution off as in :meth:`static_plan`."""
-        conf = session.conf()
-        was = conf.get(_AQE)
-        conf.set(_AQE, "false")
-        try:
+        with adaptive execution off and IN lists kept as in :meth:`static_plan`."""
+        with self._planning(session, in_lists=True):
             state = session.sessionState()
             optimized = state.optimizer().execute(analyzed.clone())
             answer = self.jvm.org.apache.spark.sql.catalyst.plans.logical.ReturnAnswer(optimized)
             physical = state.planner().plan(answer).next()
             execution = self.jvm.org.apache.spark.sql.execution.QueryExecution
             return execution.prepareExecutedPlan(session, physical)
+
+    @contextlib.contextmanager
+    def _planning(self, session: Any, *, in_lists: bool) -> Iterator[None]:
+        """The session's confs for planning a fingerprint's own copy of a plan, put back after:
+        adaptive execution off, and (``in_lists``) IN lists never made InSets, whose values
+        Spark's plan JSON leaves out (the physical plan is otherwise the same)."""
+        conf = session.conf()
+        changes = {_AQE: "false", **({_IN_SET_THRESHOLD: str(2**31 - 1)} if in_lists else {})}
+        was = {key: conf.getOption(key) for key in changes}
+        for key, value in changes.items():
+            conf.set(key, value)
+        try:
+            yield
         finally:
-            conf.set(_AQE, was)
+            for key, value in was.items():
+                if value.isDefined():
+                    conf.set(key, value.get())
+                else:
+                    conf.unset(key)
 
     def incremental_plan(self, session: Any, logical: Any, output_mode: Any) -> Any:
         """The physical plan Structured Streaming runs a batch with, as ``DataFrame.explain()``

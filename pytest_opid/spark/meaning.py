@@ -24,6 +24,7 @@ business.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -200,10 +201,56 @@ class MeaningPlan:
 
     def render(self, tree: _Expr | None) -> str:
         """``tree`` as text over the columns the query reads, aliases resolved."""
+        return self.render_budgeted(tree)[0]
+
+    def render_budgeted(self, tree: _Expr | None) -> tuple[str, bool]:
+        """:meth:`render`, and whether the text was cut short ("…") past :data:`_BUDGET`."""
         if tree is None:
-            return UNKNOWN
+            return UNKNOWN, False
         budget = [_BUDGET]
-        return self._render(tree, budget, frozenset())
+        text = self._render(tree, budget, frozenset())
+        return text, budget[0] < 0
+
+    def digest(self, tree: _Expr) -> str:
+        """A short hash of ``tree`` with every alias resolved, as :meth:`render` would write it
+        without a budget: what tells two expressions apart where both texts were cut short.
+        Each definition is hashed once however often it is used (linear, without recursion);
+        expression ids, qualifiers and metadata are left out, as in the text."""
+        done: dict[int, bytes] = {}
+        busy: set[int] = set()  # definitions being hashed: a (malformed) cycle stops there
+        stack: list[tuple[_Expr, bool]] = [(tree, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in done:
+                continue
+            target = self._definition(node)
+            if target is not None:
+                if id(target) in done:
+                    done[id(node)] = done[id(target)]
+                elif expanded or id(target) in busy:  # a cycle: the attribute's name only
+                    done[id(node)] = _node_hash(node, [])
+                else:
+                    busy.add(id(target))
+                    stack += [(node, True), (target, False)]
+                continue
+            if not expanded:
+                stack.append((node, True))
+                stack += [(c, False) for c in reversed(node.children) if id(c) not in done]
+                continue
+            done[id(node)] = _node_hash(node, [done.get(id(c), b"") for c in node.children])
+            busy.discard(id(node))
+        return done[id(tree)].hex()[:12]
+
+    def _definition(self, node: _Expr) -> _Expr | None:
+        """What :meth:`_render` writes in a node's place: an alias's expression for an
+        attribute, the child of a wrapper."""
+        if node.cls == "AttributeReference":
+            ident = _expr_id(node.fields)
+            found = self.defs.get(ident) if ident is not None else None
+            return found[0] if found is not None else None
+        if node.cls in self.transparent and node.children:
+            return node.children[0]
+        return None
 
     def _render(self, node: _Expr, budget: list[int], seen: frozenset[int]) -> str:
         # Depth is bounded by the budget (each node spends one), far below Python's limit.
@@ -237,7 +284,11 @@ class MeaningPlan:
         if cls == "Cast" and node.children:
             inner = self._render(node.children[0], budget, seen)
             return f"cast({inner} as {_type(f.get('dataType'))})"
-        parts = [self._render(c, budget, seen) for c in node.children]
+        parts = []
+        for child in node.children:
+            parts.append(self._render(child, budget, seen))
+            if budget[0] < 0:  # one "…" says the rest is cut
+                break
         if cls in _OPERATORS and len(parts) == 2:
             return f"({parts[0]} {_OPERATORS[cls]} {parts[1]})"
         if cls == "Not" and len(parts) == 1:
@@ -280,6 +331,24 @@ class MeaningPlan:
         kind = "sliding" if where == "expand" else "tumbling"
         spans = ", ".join(_duration(m) for m in sorted(micros, reverse=True)) or UNKNOWN
         return f"{kind} window({', '.join(times) or UNKNOWN}, {spans})"
+
+
+#: Fields an expression's hash leaves out: ids that differ per session, and what the
+#: rendered text leaves out too.
+_UNHASHED = frozenset(
+    {"class", "num-children", "exprId", "resultId", "qualifier", "metadata", "jvmId"}
+)
+
+
+def _node_hash(node: _Expr, children: list[bytes]) -> bytes:
+    own = {
+        k: v
+        for k, v in node.fields.items()
+        if k not in _UNHASHED and (not isinstance(v, (dict, list)) or k == "dataType")
+    }
+    head = json.dumps([node.cls, own], sort_keys=True, default=str).encode()
+    data = len(head).to_bytes(8, "big") + head + b"".join(children)
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def operator_meaning(

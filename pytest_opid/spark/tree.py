@@ -119,6 +119,13 @@ class _TreePlan(MeaningPlan):
                     self._define(self.parse(flat), "project")
         self.children, _ = plan_children(nodes, "a Spark plan")
 
+    def render(self, tree: _Expr | None) -> str:
+        """An expression's text; one cut short past the budget ("…") ends in a hash of the
+        whole (``#3fa2b1c4d5e6``), so two long expressions alike in their first 200 nodes
+        still differ."""
+        text, cut = self.render_budgeted(tree)
+        return f"{text} #{self.digest(tree)}" if cut and tree is not None else text
+
     def expr(self, flat: Any) -> str:
         return self.render(self.parse(flat))
 

@@ -4,6 +4,7 @@ hostile names and malformed nested plans. Real plans are covered by test_batch_q
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -122,3 +123,38 @@ def test_a_malformed_subquery_plan_is_one_error_naming_it():
     plan = [{"class": X + "FilterExec", "num-children": 1, "condition": condition}, _scan("t")]
     with pytest.raises(DocumentError, match=r"a Spark plan: node #0 \(.*SubqueryExec\) misses"):
         graph_from_plan(json.dumps(plan))
+
+
+def _long_key(values: list[int], alias_id: int) -> list[dict]:
+    """A project defining ``k`` as ``a IN (values...)`` (over 200 nodes), and an aggregate
+    grouping by ``k``: the key line resolves the alias and is cut short."""
+    in_list = [{"class": E + "In", "num-children": 1 + len(values)}, _attr("a", 1)]
+    in_list += [
+        {"class": E + "Literal", "num-children": 0, "value": str(v), "dataType": "integer"}
+        for v in values
+    ]
+    alias = [{"class": E + "Alias", "num-children": 1, "name": "k", "exprId": {"id": alias_id}}]
+    return [
+        {
+            "class": X + "aggregate.HashAggregateExec",
+            "num-children": 1,
+            "groupingExpressions": [[_attr("k", alias_id)]],
+            "aggregateExpressions": [],
+        },
+        {"class": X + "ProjectExec", "num-children": 1, "projectList": [alias + in_list]},
+        _scan("t", "a"),
+    ]
+
+
+def test_an_expression_cut_short_ends_in_a_hash_of_the_whole():
+    values = list(range(300))
+    changed = [*values[:250], 999, *values[251:]]  # past the first 200 nodes
+    one, again, other = (
+        plan_tree(_long_key(v, i)) for v, i in ((values, 7), (values, 8), (changed, 9))
+    )
+    assert re.search(r"…\) #[0-9a-f]{12}\]", one[0]), one[0]
+    assert one[0].split("…")[0] == other[0].split("…")[0]  # the same first 200 nodes
+    assert one[0] != other[0]  # told apart by the hash
+    assert one == again  # another expression id: the same text and hash
+    short = plan_tree(_long_key(values[:5], 7))
+    assert "…" not in short[0] and " #" not in short[0]

@@ -17,7 +17,8 @@ from tests.spark.spark_checks import events_pipeline, orders_pipeline, sql_conf
 ROOT = Path(__file__).resolve().parents[2]
 
 # Built in a fresh interpreter with its own SparkSession; argv: tables JSON, events dir, master,
-# adaptive execution on/off.
+# adaptive execution on/off. Prints the pieces the plan text came in too (whole, or 7,500
+# characters where Nagle stays on: without PySpark's pinned threads).
 SCRIPT = """
 import json, sys
 from pyspark.sql import SparkSession
@@ -36,7 +37,8 @@ spark = (
 spark.sparkContext.setLogLevel("ERROR")
 batch = pytest_opid.fingerprint(orders_pipeline(spark, tables))
 stream = pytest_opid.fingerprint(events_pipeline(spark, events))
-print("FINGERPRINTS " + json.dumps([batch.to_dict(), stream.to_dict()]))
+from pytest_opid.spark.jvm import _Jvm
+print("FINGERPRINTS " + json.dumps([batch.to_dict(), stream.to_dict(), _Jvm.get()._piece]))
 spark.stop()
 """
 
@@ -50,12 +52,12 @@ def _fingerprints_in_subprocesses(tables, events, variants):
         subprocess.Popen(
             [sys.executable, "-c", SCRIPT, json.dumps(tables), str(events), master, adaptive],
             cwd=ROOT,
-            env=env,
+            env={**env, "PYSPARK_PIN_THREAD": pinned},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for master, adaptive in variants
+        for master, adaptive, pinned in variants
     ]
     results = []
     for proc in procs:
@@ -71,10 +73,12 @@ def test_same_dataframe_in_two_fresh_processes(spark, tables, events_dir):
         pytest_opid.fingerprint(orders_pipeline(spark, tables)).to_dict(),
         pytest_opid.fingerprint(events_pipeline(spark, str(events_dir))).to_dict(),
     ]
-    # two more SparkSessions: one core with adaptive execution on, two cores with it off
+    # two more SparkSessions: one core with adaptive execution on and py4j without pinned
+    # threads (plan text in pieces), two cores with it off (plan text whole)
     first, second = _fingerprints_in_subprocesses(
-        tables, events_dir, [("local[1]", "true"), ("local[2]", "false")]
+        tables, events_dir, [("local[1]", "true", "false"), ("local[2]", "false", "true")]
     )
+    assert (first.pop(), second.pop()) == (7_500, 2**31 - 1)
     assert first == second == here
     assert here[1]["state_operators"]  # the streaming job's state ids were compared too
 
