@@ -22,7 +22,8 @@ line per physical operator, its inputs two spaces further in:
   (``partial_sum``, ``merge_sum`` for the partial steps, as ``EXPLAIN`` writes them);
 * a filter writes its condition (a change there is row-wise: it passes, noted);
 * a scalar or ``IN`` subquery is written under the operator that uses it, as ``Subquery #n``
-  followed by its own plan; a second use of the same subquery is ``ReusedSubquery #n``.
+  followed by its own plan; a second use of the same subquery is ``ReusedSubquery #n``; dynamic
+  partition pruning's subquery is written under the scan it prunes (``SubqueryBroadcast #n``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ WRAPPERS = frozenset(
 )
 #: Scans whose expressions (pushed-down filters) repeat what a Filter above them already says.
 SCANS = frozenset({"FileSourceScanExec", "BatchScanExec", "InMemoryTableScanExec"})
+_PARTITION_FILTERS = "partitionFilters"
 _AGGREGATES = frozenset(
     {"HashAggregateExec", "SortAggregateExec", "ObjectHashAggregateExec", "MergingSessionsExec"}
 )
@@ -203,8 +205,12 @@ def plan_tree(
         leaf = leaf_of.get(i) if flat is nodes else None
         lines.append(INDENT * depth + _line(plan, node, cls, leaf, shuffle_partitions))
         stack.extend((flat, k, depth + 1, False) for k in reversed(kids))
-        if subqueries and cls not in SCANS:
-            for sub in reversed(_subquery_plans(node)):
+        if subqueries:
+            # A scan's data filters repeat its Filter's subqueries; its partition filters hold
+            # dynamic partition pruning's (a SubqueryBroadcast), whose broadcast the join then
+            # reuses: its tables are shown nowhere else.
+            holder = {_PARTITION_FILTERS: node.get(_PARTITION_FILTERS)} if cls in SCANS else node
+            for sub in reversed(_subquery_plans(holder)):
                 stack.append((sub, 0, depth + 1, True))
     return tuple(lines)
 
