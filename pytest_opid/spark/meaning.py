@@ -293,8 +293,12 @@ class MeaningPlan:
             return f"({parts[0]} {_OPERATORS[cls]} {parts[1]})"
         if cls == "Not" and len(parts) == 1:
             return f"NOT {parts[0]}"
-        name = self.function_names.get(cls) or (cls[0].lower() + cls[1:] if cls else "?")
-        return f"{name}({', '.join(parts)})"
+        return f"{self.function_name(node)}({', '.join(parts)})"
+
+    def function_name(self, node: _Expr) -> str:
+        """The name an expression node is written with: ``isnotnull`` for ``IsNotNull``."""
+        cls = node.cls
+        return self.function_names.get(cls) or (cls[0].lower() + cls[1:] if cls else "?")
 
     def _window(
         self, definition: _Expr, where: str, budget: list[int], seen: frozenset[int]

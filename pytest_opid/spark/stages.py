@@ -173,8 +173,11 @@ def _strategies(
 # -- the plan tree ----------------------------------------------------------------------------
 
 #: Plan operators that work row by row: what their lines say (a filter's columns, a
-#: projection's expressions) changes no stage, exchange, join or aggregate.
-ROW_WISE_LINES = frozenset({"Filter", "Project"})
+#: projection's expressions, the Python UDFs a projection calls, a mapInPandas function)
+#: changes no stage, exchange, join or aggregate.
+ROW_WISE_LINES = frozenset(
+    {"Filter", "Project", "ArrowEvalPython", "BatchEvalPython", "MapInPandas", "MapInArrow"}
+)
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,19 @@ def page_view_stats(spark, events_path):  # the example streaming query (example
 
 @pytest.fixture
 def round_trips(monkeypatch):
+    """The py4j commands this test's thread sends (py4j's finalizer thread sends the detaches
+    of other tests' proxies whenever it wakes: not ours to count)."""
+    import threading
+
     from py4j import clientserver
 
     sent: list[str] = []
     send = clientserver.ClientServerConnection.send_command
+    test_thread = threading.get_ident()
 
     def counting(self, command):
-        sent.append(command)
+        if threading.get_ident() == test_thread:
+            sent.append(command)
         return send(self, command)
 
     monkeypatch.setattr(clientserver.ClientServerConnection, "send_command", counting)
