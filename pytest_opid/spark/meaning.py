@@ -55,6 +55,10 @@ _OPERATORS = {
     "And": "AND",
     "Or": "OR",
 }
+#: Operators that run a projection's Python UDFs and name their results pythonUDF0, 1...
+_EVAL_PYTHON = frozenset({"ArrowEvalPythonExec", "BatchEvalPythonExec"})
+#: Expressions of Python code, written by the function's own name.
+_PYTHON_FUNCTIONS = frozenset({"PythonUDF", "PythonUDAF", "PythonUDTF"})
 #: Wrappers that change nothing a reader of the state cares about.
 _TRANSPARENT = frozenset({"Alias", "KnownNullable", "KnownNotNull", "PromotePrecision"})
 _MODES = {"Append": "append", "Update": "update", "Complete": "complete"}
@@ -148,6 +152,13 @@ class MeaningPlan:
                             and tree.cls != "AttributeReference"
                         ):
                             self.defs.setdefault(ident, (tree, "expand"))
+            elif cls in _EVAL_PYTHON:  # pythonUDF0, 1... stand for the UDFs, in order
+                udfs, results = node.get("udfs") or (), node.get("resultAttrs") or ()
+                for udf, out in zip(udfs, results, strict=False):
+                    tree, attr = self.parse(udf), self.parse(out)
+                    ident = _expr_id(attr.fields) if attr is not None else None
+                    if tree is not None and ident is not None:
+                        self.defs.setdefault(ident, (tree, "project"))
             elif cls in ("HashAggregateExec", "MergingSessionsExec"):
                 for flat in node.get("aggregateExpressions") or ():
                     tree = self.parse(flat)
@@ -296,8 +307,12 @@ class MeaningPlan:
         return f"{self.function_name(node)}({', '.join(parts)})"
 
     def function_name(self, node: _Expr) -> str:
-        """The name an expression node is written with: ``isnotnull`` for ``IsNotNull``."""
+        """The name an expression node is written with: ``isnotnull`` for ``IsNotNull``; a
+        Python UDF's own (``plus_one``: Spark's plan JSON keeps it, not the code)."""
         cls = node.cls
+        name = node.fields.get("name")
+        if cls in _PYTHON_FUNCTIONS and isinstance(name, str) and name:
+            return name
         return self.function_names.get(cls) or (cls[0].lower() + cls[1:] if cls else "?")
 
     def _window(

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.spark.meaning import MeaningPlan, _Expr, _expr_id, _tree
+from pytest_opid.spark.meaning import _EVAL_PYTHON, MeaningPlan, _Expr, _expr_id, _tree
 
 __all__ = ["INDENT", "SCANS", "WRAPPERS", "plan_children", "plan_tree", "word_after"]
 
@@ -51,12 +51,8 @@ _AGGREGATES = frozenset(
     {"HashAggregateExec", "SortAggregateExec", "ObjectHashAggregateExec", "MergingSessionsExec"}
 )
 _LIMITS = frozenset({"CollectLimitExec", "GlobalLimitExec", "LocalLimitExec"})
-#: Operators that run Python UDFs of a projection and name their results pythonUDF0, 1...
-_EVAL_PYTHON = frozenset({"ArrowEvalPythonExec", "BatchEvalPythonExec"})
 #: Aggregates of pandas UDFs (``ArrowAggregatePythonExec`` in Spark 4.1 and later).
 _PYTHON_AGGREGATES = frozenset({"ArrowAggregatePythonExec", "AggregateInPandasExec"})
-#: Expressions of Python code, written by the function's own name.
-_PYTHON_FUNCTIONS = frozenset({"PythonUDF", "PythonUDAF", "PythonUDTF"})
 #: Wrappers Spark's optimizer puts around arithmetic (decimal sums, float normalisation) that a
 #: reader of the query never wrote.
 _PLUMBING = frozenset(
@@ -114,11 +110,6 @@ class _TreePlan(MeaningPlan):
         # the first projection is not their definition here, their own name is.
         self.defs = {k: v for k, v in self.defs.items() if v[1] != "expand"}
         for node, cls in zip(nodes, self.classes, strict=True):
-            if cls in _EVAL_PYTHON:  # pythonUDF0... stand for the UDFs, in order
-                udfs, results = _list(node.get("udfs")), _list(node.get("resultAttrs"))
-                for udf, result in zip(udfs, results, strict=False):
-                    self._define_as(self.parse(result), self.parse(udf))
-                continue
             if cls in _PYTHON_AGGREGATES:
                 for flat in _list(node.get("aggExpressions")):
                     tree = self.parse(flat)
@@ -148,13 +139,6 @@ class _TreePlan(MeaningPlan):
         ident = _expr_id(attribute.fields) if attribute is not None else None
         if ident is not None and definition is not None:
             self.defs.setdefault(ident, (definition, "project"))
-
-    def function_name(self, node: _Expr) -> str:
-        # A Python UDF is written by its own name: plus_one(id), not pythonUDF(id).
-        name = node.fields.get("name")
-        if node.cls in _PYTHON_FUNCTIONS and isinstance(name, str) and name:
-            return name
-        return super().function_name(node)
 
     def expr(self, flat: Any) -> str:
         return self.render(self.parse(flat))

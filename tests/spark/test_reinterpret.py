@@ -218,3 +218,17 @@ def test_deep_plans_and_types_are_cut_not_recursed_into() -> None:
     flat.append({"class": "x.AttributeReference", "num-children": 0, "name": "a"})
     text = MeaningPlan([]).render(_tree(flat))
     assert text.endswith("…") and text.count("NOT") < 300
+
+
+def test_a_key_recorded_as_an_unnamed_udf_result_is_not_compared() -> None:
+    # Before Python UDFs were resolved, a key computed by one was recorded as Spark's name for
+    # the UDF's result: it says nothing of which UDF. Against today's words, a warning.
+    old = (("key 1", "pythonUDF0: int"), ("aggregate 1", "count(1): bigint"))
+    new = (("key 1", "bucket2(k): int"), ("aggregate 1", "count(1): bigint"))
+    (change,) = _changes(old, new)
+    assert not change.reinterprets
+    assert "could not be read on both sides" in change.message
+    # Two named UDFs are compared as any keys are.
+    (change,) = _changes(_with(new, key_1="bucket3(k): int"), new)
+    assert change.reinterprets and change.kind == "key_meaning"
+    assert "key 1 was bucket3(k): int, is now bucket2(k): int" in change.message

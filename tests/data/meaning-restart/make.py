@@ -188,6 +188,14 @@ WINDOWED = """
 
 BY_USER = 'return events.groupBy("user").agg(F.sum("v").alias("sum_v"), F.count("*").alias("n"))'
 
+UDF_KEY = """
+@F.udf("int")
+def {name}(k):
+    return None if k is None else k % {mod}
+
+return events.groupBy({name}("k").alias("g")).agg(F.count("*").alias("n"))
+"""
+
 
 def case(
     id: str,
@@ -259,6 +267,15 @@ CASES = [
         agg('return events.groupBy((F.col("k") % 2).alias("k")).agg(F.count("*").alias("n"))'),
         "update",
         ["k"],
+        expect="not safe",
+    ),
+    case(
+        "grouping_key_udf_swapped",
+        "change_grouping_key_udf_same_type",
+        agg(UDF_KEY.format(name="bucket3", mod=3)),
+        agg(UDF_KEY.format(name="bucket2", mod=2)),
+        "update",
+        ["g"],
         expect="not safe",
     ),
     case(
