@@ -57,6 +57,8 @@ _OPERATORS = {
 }
 #: Operators that run a projection's Python UDFs and name their results pythonUDF0, 1...
 _EVAL_PYTHON = frozenset({"ArrowEvalPythonExec", "BatchEvalPythonExec"})
+#: A struct's field, or that field of an array's structs: ``payload.user``.
+_FIELD_ACCESS = frozenset({"GetStructField", "GetArrayStructFields"})
 #: Expressions of Python code, written by the function's own name.
 _PYTHON_FUNCTIONS = frozenset({"PythonUDF", "PythonUDAF", "PythonUDTF"})
 #: Wrappers that change nothing a reader of the state cares about.
@@ -295,6 +297,16 @@ class MeaningPlan:
         if cls == "Cast" and node.children:
             inner = self._render(node.children[0], budget, seen)
             return f"cast({inner} as {_type(f.get('dataType'))})"
+        if cls in _FIELD_ACCESS and len(node.children) == 1:
+            # payload.user: the field's name (or position) is no child of the expression.
+            name, ordinal = f.get("name"), None
+            if cls == "GetArrayStructFields":  # its StructField: {"name": ..., "dataType": ...}
+                field = f.get("field")
+                name = field.get("name") if isinstance(field, dict) else None
+            if not isinstance(name, str) or not name:
+                ordinal = f.get("ordinal")
+            inner = self._render(node.children[0], budget, seen)
+            return f"{inner}.{name}" if ordinal is None else f"{inner}[field {ordinal}]"
         parts = []
         for child in node.children:
             parts.append(self._render(child, budget, seen))

@@ -145,14 +145,15 @@ def _families(facts: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for fact, value in facts:
         family = fact.rsplit(" ", 1)[0] if fact.rsplit(" ", 1)[-1].isdigit() else fact
-        out.setdefault(family, []).append(UNKNOWN if _UNNAMED_UDF.search(value) else value)
+        out.setdefault(family, []).append(UNKNOWN if _UNSAID.search(value) else value)
     return out
 
 
-#: A Python UDF's result as Spark names it (``pythonUDF0``): what earlier pytest-opid
-#: recorded for a key computed by a UDF, where it now writes the UDF (``bucket(k)``). Such a
-#: fact says nothing of which UDF it was: it is not compared (a warning says so).
-_UNNAMED_UDF = re.compile(r"\bpythonUDF\d+\b")
+#: What earlier pytest-opid wrote where it now says which: a Python UDF's result as Spark
+#: names it (``pythonUDF0``, now the UDF: ``bucket(k)``) and a struct field without its name
+#: (``getStructField(payload)``, now ``payload.user``). Such a fact says nothing of which UDF
+#: or field it was: it is not compared (a warning says so).
+_UNSAID = re.compile(r"\bpythonUDF\d+\b|\bget(?:Struct|ArrayStruct)Fields?\(")
 
 
 def _single(families: Mapping[str, list[str]], fact: str) -> str | None:

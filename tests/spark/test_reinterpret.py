@@ -220,15 +220,21 @@ def test_deep_plans_and_types_are_cut_not_recursed_into() -> None:
     assert text.endswith("…") and text.count("NOT") < 300
 
 
-def test_a_key_recorded_as_an_unnamed_udf_result_is_not_compared() -> None:
-    # Before Python UDFs were resolved, a key computed by one was recorded as Spark's name for
-    # the UDF's result: it says nothing of which UDF. Against today's words, a warning.
-    old = (("key 1", "pythonUDF0: int"), ("aggregate 1", "count(1): bigint"))
-    new = (("key 1", "bucket2(k): int"), ("aggregate 1", "count(1): bigint"))
+@pytest.mark.parametrize(
+    ("was", "now"),
+    [("pythonUDF0: int", "bucket2(k): int"), ("getStructField(s): string", "s.user: string")],
+)
+def test_a_key_recorded_without_saying_which_is_not_compared(was: str, now: str) -> None:
+    # Before Python UDFs and struct fields were written by name, such a key was recorded as
+    # pythonUDF0 or getStructField(s): it says nothing of which. Against today's words, a
+    # warning.
+    old = (("key 1", was), ("aggregate 1", "count(1): bigint"))
+    new = (("key 1", now), ("aggregate 1", "count(1): bigint"))
     (change,) = _changes(old, new)
     assert not change.reinterprets
     assert "could not be read on both sides" in change.message
-    # Two named UDFs are compared as any keys are.
-    (change,) = _changes(_with(new, key_1="bucket3(k): int"), new)
+    # Named ones are compared as any keys are.
+    other = now.replace("bucket2", "bucket3").replace("user", "cat")
+    (change,) = _changes(_with(new, key_1=other), new)
     assert change.reinterprets and change.kind == "key_meaning"
-    assert "key 1 was bucket3(k): int, is now bucket2(k): int" in change.message
+    assert f"key 1 was {other}, is now {now}" in change.message

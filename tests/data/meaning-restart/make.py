@@ -188,6 +188,14 @@ WINDOWED = """
 
 BY_USER = 'return events.groupBy("user").agg(F.sum("v").alias("sum_v"), F.count("*").alias("n"))'
 
+NESTED_KEY = """
+nested = F.from_json(F.to_json(F.struct("user", "cat")), "user string, cat string")
+return (events.select(nested.alias("s"), "v")
+        .groupBy(F.col("s.{field}").alias("g")).agg(F.sum("v").alias("sum_v")))
+"""
+#: Keeps from_json(to_json(...)) in the plan: a struct column as a JSON source would give it.
+KEEP_JSON = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false"}
+
 UDF_KEY = """
 @F.udf("int")
 def {name}(k):
@@ -276,6 +284,17 @@ CASES = [
         agg(UDF_KEY.format(name="bucket2", mod=2)),
         "update",
         ["g"],
+        expect="not safe",
+    ),
+    case(
+        "grouping_key_struct_field",
+        "change_grouping_key_struct_field_same_type",
+        agg(NESTED_KEY.format(field="user")),
+        agg(NESTED_KEY.format(field="cat")),
+        "update",
+        ["g"],
+        conf_a=KEEP_JSON,
+        conf_b=KEEP_JSON,
         expect="not safe",
     ),
     case(
