@@ -140,7 +140,7 @@ def _streaming_reading(jvm: _Jvm, session: Any, analyzed: Any, mode: Any) -> Pla
     reading = jvm.streaming_reading(
         jvm.incremental_plan(session, analyzed, mode), analyzed, session
     )
-    if _IN_SET_CLASS not in reading.plan_json:
+    if _IN_SET not in reading.plan_json:
         return reading
     with jvm._planning(session, in_lists=True):
         plan = jvm.incremental_plan(session, analyzed, mode)
@@ -161,10 +161,9 @@ _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _EXPR_ID = re.compile(r"#\d+L?")
 #: A cached relation in a plan's JSON (``InMemoryTableScanExec`` and its relation).
 _CACHED = "InMemoryTableScan"
-#: An InSet in a batch plan's (compacted) JSON, and in a streaming plan's; its values are
-#: written as null.
-_IN_SET = '"class":"x.InSet"'
-_IN_SET_CLASS = '"class":"org.apache.spark.sql.catalyst.expressions.InSet"'
+#: An InSet's class name's end in a plan's JSON (compacted or not); its values are written
+#: as null.
+_IN_SET = '.InSet"'
 #: Past this many values Spark's OptimizeIn makes an IN list an InSet (default 10).
 _IN_SET_THRESHOLD = "spark.sql.optimizer.inSetConversionThreshold"
 #: Spark 4.3 widens every state schema to nullable when this is on (its default, and what a new
@@ -366,18 +365,15 @@ class _Jvm:
             "substring",
             self._kind("(Ljava/lang/String;II)Ljava/lang/String;"),
         )
-        first = handles.insertArguments(cut, 1, self._integers(0, _CHUNK))
+        first = self._bound(cut, 0, _CHUNK)
         kept = self._virtual("java.lang.ThreadLocal", "get", "()Ljava/lang/Object;").bindTo(local)
         more = handles.collectArguments(  # (start, end): the kept text from start to end
             cut, 0, kept.asType(self._kind("()Ljava/lang/String;"))
         )
-        plus = handles.insertArguments(
-            self._lookup().findStatic(
-                self._class("java.lang.Math"), "addExact", self._kind("(II)I")
-            ),
-            1,
-            self._integers(_CHUNK),
+        add = self._lookup().findStatic(
+            self._class("java.lang.Math"), "addExact", self._kind("(II)I")
         )
+        plus = self._bound(add, _CHUNK)
         more = handles.filterArguments(more, 1, self._array("MethodHandle", plus))
         self._more = self._function(
             handles.permuteArguments(  # start, to both arguments
@@ -400,7 +396,7 @@ class _Jvm:
         client: Any = getattr(self.gateway, "_gateway_client", None)
         if not hasattr(client, "get_thread_connection"):
             return False
-        connection = client.get_thread_connection()
+        connection = self._thread_connection()
         try:
             server = self.gateway.java_gateway_server
             field = self._class("py4j.GatewayServer").getDeclaredField("connections")
@@ -420,22 +416,20 @@ class _Jvm:
         not seen before (PySpark gives each thread its own); a dict lookup otherwise."""
         if self._piece != _WHOLE:
             return
-        client = getattr(self.gateway, "_gateway_client", None)
-        connection = getattr(client, "get_thread_connection", lambda: None)()
+        connection = self._thread_connection()
         if connection is not None and connection not in self._quick:
             self._no_delay()
+
+    def _thread_connection(self) -> Any:
+        """The py4j connection of this Python thread (pinned threads), else ``None``."""
+        client = getattr(self.gateway, "_gateway_client", None)
+        return getattr(client, "get_thread_connection", lambda: None)()
 
     def _function(self, handle: Any, kind: str = "Function") -> Any:
         """``handle`` as a ``java.util.function`` interface (``Function``, ``BiFunction``)."""
         return self.jvm.java.lang.invoke.MethodHandleProxies.asInterfaceInstance(
             self._class(f"java.util.function.{kind}"), handle
         )
-
-    def _integers(self, *values: int) -> Any:
-        array = self.gateway.new_array(self.jvm.java.lang.Object, len(values))
-        for i, value in enumerate(values):
-            array[i] = self.jvm.java.lang.Integer.valueOf(value)
-        return array
 
     def batch_reading(self, conf: Any, dataset: Any) -> tuple[str, int | None] | bool:
         """In one call, for a batch Dataset where adaptive execution is off: the session's
@@ -547,8 +541,9 @@ class _Jvm:
                 names.append(None)
         return text, names
 
-    def _bound(self, handle: Any, *values: str) -> Any:
-        """``handle`` with its arguments after the receiver fixed to ``values``."""
+    def _bound(self, handle: Any, *values: str | int) -> Any:
+        """``handle`` with its arguments after the first (a method's receiver) fixed to
+        ``values`` (py4j passes an int as an Integer)."""
         arguments = self.gateway.new_array(self.jvm.java.lang.Object, len(values))
         for i, value in enumerate(values):
             arguments[i] = value

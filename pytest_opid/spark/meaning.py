@@ -57,6 +57,17 @@ _OPERATORS = {
 }
 #: Operators that run a projection's Python UDFs and name their results pythonUDF0, 1...
 _EVAL_PYTHON = frozenset({"ArrowEvalPythonExec", "BatchEvalPythonExec"})
+#: Aggregates whose results (``resultId``) stand for their aggregate functions; pandas UDF
+#: aggregates (``ArrowAggregatePythonExec`` in Spark 4.1 and later) name the list
+#: ``aggExpressions``.
+_AGGREGATE_RESULTS = frozenset(
+    {
+        "HashAggregateExec",
+        "MergingSessionsExec",
+        "ArrowAggregatePythonExec",
+        "AggregateInPandasExec",
+    }
+)
 #: A struct's field, or that field of an array's structs: ``payload.user``.
 _FIELD_ACCESS = frozenset({"GetStructField", "GetArrayStructFields"})
 #: Expressions of Python code, written by the function's own name.
@@ -113,8 +124,8 @@ def _tree(flat: Any) -> _Expr | None:
     return root
 
 
-def _expr_id(fields: Mapping[str, Any]) -> int | None:
-    ref = fields.get("exprId")
+def _expr_id(fields: Mapping[str, Any], key: str = "exprId") -> int | None:
+    ref = fields.get(key)
     if isinstance(ref, dict) and isinstance(ref.get("id"), int):
         return int(ref["id"])
     return None
@@ -143,32 +154,21 @@ class MeaningPlan:
                     self._define(self.parse(flat), "project")
             elif cls == "ExpandExec":
                 projections = node.get("projections") or ()
-                outputs = node.get("output") or ()
                 if projections and isinstance(projections[0], list):
-                    for flat, out in zip(projections[0], outputs, strict=False):
-                        tree, attr = self.parse(flat), self.parse(out)
-                        ident = _expr_id(attr.fields) if attr is not None else None
-                        if (
-                            tree is not None
-                            and ident is not None
-                            and tree.cls != "AttributeReference"
-                        ):
-                            self.defs.setdefault(ident, (tree, "expand"))
+                    for flat, out in zip(projections[0], node.get("output") or (), strict=False):
+                        tree = self.parse(flat)
+                        if tree is not None and tree.cls != "AttributeReference":
+                            self._define_output(out, tree, "expand")
             elif cls in _EVAL_PYTHON:  # pythonUDF0, 1... stand for the UDFs, in order
-                udfs, results = node.get("udfs") or (), node.get("resultAttrs") or ()
-                for udf, out in zip(udfs, results, strict=False):
-                    tree, attr = self.parse(udf), self.parse(out)
-                    ident = _expr_id(attr.fields) if attr is not None else None
-                    if tree is not None and ident is not None:
-                        self.defs.setdefault(ident, (tree, "project"))
-            elif cls in ("HashAggregateExec", "MergingSessionsExec"):
-                for flat in node.get("aggregateExpressions") or ():
+                udfs, outputs = node.get("udfs") or (), node.get("resultAttrs") or ()
+                for udf, out in zip(udfs, outputs, strict=False):
+                    self._define_output(out, self.parse(udf), "project")
+            elif cls in _AGGREGATE_RESULTS:
+                flats = node.get("aggregateExpressions") or node.get("aggExpressions") or ()
+                for flat in flats:
                     tree = self.parse(flat)
                     if tree is not None and tree.cls == "AggregateExpression":
-                        ident = None
-                        result = tree.fields.get("resultId")
-                        if isinstance(result, dict) and isinstance(result.get("id"), int):
-                            ident = int(result["id"])
+                        ident = _expr_id(tree.fields, "resultId")
                         if ident is not None:
                             self.defs.setdefault(ident, (tree, "aggregate"))
 
@@ -188,6 +188,13 @@ class MeaningPlan:
         if key not in self._parsed:
             self._parsed[key] = _tree(flat)
         return self._parsed[key]
+
+    def _define_output(self, attribute: Any, definition: _Expr | None, where: str) -> None:
+        """``attribute`` (an output's flattened expression) stands for ``definition``."""
+        parsed = self.parse(attribute)
+        ident = _expr_id(parsed.fields) if parsed is not None else None
+        if ident is not None and definition is not None:
+            self.defs.setdefault(ident, (definition, where))
 
     def _define(self, tree: _Expr | None, where: str) -> None:
         if tree is not None and tree.cls == "Alias" and tree.children:

@@ -396,7 +396,13 @@ def graph_from_plan(
     topology = Topology(builder.operators, builder.edges())
     if not streaming:
         settings = ((SHUFFLE_PARTITIONS, str(conf)),) if builder.conf_used else ()
-        tree = plan_tree(nodes, leaves=leaves or (), shuffle_partitions=conf, subqueries=subqueries)
+        tree = plan_tree(
+            nodes,
+            leaves=leaves or (),
+            shuffle_partitions=conf,
+            subqueries=subqueries,
+            children=builder.main_children,
+        )
         return SparkPlanGraph(topology, None, None, tree, settings)
     states = None
     if streaming:
@@ -480,6 +486,7 @@ class _Builder:
         self.stateful: list[tuple[int, str, tuple[str, ...], tuple[tuple[str, str], ...]]] = []
         self._exchanges: list[tuple[list[dict[str, Any]], int, int, _Port]] = []
         self._reused: list[tuple[list[dict[str, Any]], _Port]] = []
+        self.main_children: list[list[int]] | None = None  # the main plan's, once walked
 
     def edges(self) -> list[Edge]:
         return [
@@ -498,6 +505,8 @@ class _Builder:
     def _walk(self, nodes: list[dict[str, Any]], *, main: bool) -> _Port:
         what = "the Spark plan" if main else "a nested Spark plan"
         children, end = plan_children(nodes, what)
+        if main:
+            self.main_children = children
         ports: list[_Port | None] = [None] * len(nodes)
         state_order: dict[int, int] = {}  # plan index -> pre-order rank among stateful nodes
         leaf_rank: dict[int, int] = {}

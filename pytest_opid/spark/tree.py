@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.spark.meaning import _EVAL_PYTHON, MeaningPlan, _Expr, _expr_id, _tree
+from pytest_opid.spark.meaning import _EVAL_PYTHON, MeaningPlan, _Expr, _tree
 
 __all__ = ["INDENT", "SCANS", "WRAPPERS", "plan_children", "plan_tree", "word_after"]
 
@@ -48,11 +48,16 @@ WRAPPERS = frozenset(
 SCANS = frozenset({"FileSourceScanExec", "BatchScanExec", "InMemoryTableScanExec"})
 _PARTITION_FILTERS = "partitionFilters"
 _AGGREGATES = frozenset(
-    {"HashAggregateExec", "SortAggregateExec", "ObjectHashAggregateExec", "MergingSessionsExec"}
+    {
+        "HashAggregateExec",
+        "SortAggregateExec",
+        "ObjectHashAggregateExec",
+        "MergingSessionsExec",
+        "ArrowAggregatePythonExec",  # pandas UDF aggregates (Spark 4.1 and later)
+        "AggregateInPandasExec",
+    }
 )
 _LIMITS = frozenset({"CollectLimitExec", "GlobalLimitExec", "LocalLimitExec"})
-#: Aggregates of pandas UDFs (``ArrowAggregatePythonExec`` in Spark 4.1 and later).
-_PYTHON_AGGREGATES = frozenset({"ArrowAggregatePythonExec", "AggregateInPandasExec"})
 #: Wrappers Spark's optimizer puts around arithmetic (decimal sums, float normalisation) that a
 #: reader of the query never wrote.
 _PLUMBING = frozenset(
@@ -104,18 +109,15 @@ class _TreePlan(MeaningPlan):
     transparent = MeaningPlan.transparent | _PLUMBING
     function_names = _SQL_NAMES
 
-    def __init__(self, nodes: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self, nodes: Sequence[Mapping[str, Any]], children: list[list[int]] | None = None
+    ) -> None:
         super().__init__(nodes)
         # An Expand's outputs differ per projection (ROLLUP's spark_grouping_id is 0, 1, 3...):
         # the first projection is not their definition here, their own name is.
         self.defs = {k: v for k, v in self.defs.items() if v[1] != "expand"}
         for node, cls in zip(nodes, self.classes, strict=True):
-            if cls in _PYTHON_AGGREGATES:
-                for flat in _list(node.get("aggExpressions")):
-                    tree = self.parse(flat)
-                    if tree is not None:
-                        self._define_as(_Expr({"exprId": tree.fields.get("resultId")}), tree)
-            if cls in _AGGREGATES or cls in _PYTHON_AGGREGATES:
+            if cls in _AGGREGATES:
                 fields: tuple[str, ...] = ("resultExpressions",)
             elif cls == "WindowExec":
                 fields = ("windowExpression",)
@@ -126,7 +128,7 @@ class _TreePlan(MeaningPlan):
             for field in fields:
                 for flat in node.get(field) or ():
                     self._define(self.parse(flat), "project")
-        self.children, _ = plan_children(nodes, "a Spark plan")
+        self.children = children or plan_children(nodes, "a Spark plan")[0]
 
     def render(self, tree: _Expr | None) -> str:
         """An expression's text; one cut short past the budget ("…") ends in a hash of the
@@ -134,11 +136,6 @@ class _TreePlan(MeaningPlan):
         still differ."""
         text, cut = self.render_budgeted(tree)
         return f"{text} #{self.digest(tree)}" if cut and tree is not None else text
-
-    def _define_as(self, attribute: _Expr | None, definition: _Expr | None) -> None:
-        ident = _expr_id(attribute.fields) if attribute is not None else None
-        if ident is not None and definition is not None:
-            self.defs.setdefault(ident, (definition, "project"))
 
     def expr(self, flat: Any) -> str:
         return self.render(self.parse(flat))
@@ -167,6 +164,7 @@ def plan_tree(
     leaves: Sequence[str | None] = (),
     shuffle_partitions: int | None = None,
     subqueries: bool = True,
+    children: list[list[int]] | None = None,
 ) -> tuple[str, ...]:
     """The tree of a (checked) plan JSON, one line per operator, without recursion.
 
@@ -174,7 +172,8 @@ def plan_tree(
     format); ``shuffle_partitions`` is the session's ``spark.sql.shuffle.partitions``, left
     out of the exchanges that use it (``None``: unknown, every exchange says its number).
     ``subqueries`` false says the plan holds none (its JSON text has no ``"plan"`` key), which
-    spares looking through every operator's expressions for one."""
+    spares looking through every operator's expressions for one. ``children``: each node's
+    children (:func:`plan_children`), where the caller has them."""
     lines: list[str] = []
     plans: dict[int, _TreePlan] = {}
     numbers: dict[str, int] = {}
@@ -185,7 +184,7 @@ def plan_tree(
             found = plans[id(flat)] = _TreePlan(flat)
         return found
 
-    main = plan_of(nodes)
+    main = plans[id(nodes)] = _TreePlan(nodes, children)
     leaf_names = iter(leaves)
     leaf_of = {i: next(leaf_names, None) for i, kids in enumerate(main.children) if not kids}
     # (plan, index, depth, is a subquery's root)
@@ -285,11 +284,8 @@ def _line(
     if cls == "ProjectExec":
         return f"Project {plan.exprs(node.get('projectList'))}"
     if cls in _AGGREGATES:
-        functions = ", ".join(_aggregate(plan, f) for f in _list(node.get("aggregateExpressions")))
-        keys = plan.exprs(node.get("groupingExpressions"))
-        return f"{base} keys {keys} functions [{functions}]"
-    if cls in _PYTHON_AGGREGATES:
-        functions = ", ".join(_aggregate(plan, f) for f in _list(node.get("aggExpressions")))
+        flats = _list(node.get("aggregateExpressions") or node.get("aggExpressions"))
+        functions = ", ".join(_aggregate(plan, f) for f in flats)
         keys = plan.exprs(node.get("groupingExpressions"))
         return f"{base} keys {keys} functions [{functions}]"
     if cls in _EVAL_PYTHON:
