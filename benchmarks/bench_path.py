@@ -1,7 +1,7 @@
 """The whole path, from a document on disk to a fingerprint's JSON, step by step, next to a plain
 reading of the same work.
 
-``python benchmarks/run.py path`` (or ``python benchmarks/bench_path.py [--readme] [--no-1m]``).
+``python benchmarks/run.py path`` (or ``python benchmarks/bench_path.py [--docs] [--no-1m]``).
 
 The program is the golden 9,820-operator Flink job (``tests/data/large_10k.jsonl.gz``) ten times
 over, 98,200 operators: the IDs and chains of real Flink output, at the scale of the largest
@@ -23,7 +23,7 @@ fingerprint --json`` of a seeded 1,000,000-operator pipeline runs as a command, 
 time and the process's peak RSS, next to a process that only does ``json.loads`` and
 ``json.dumps`` of the same file.
 
-``--readme`` rewrites the table between ``<!-- bench:path -->`` markers in README.md.
+``--docs`` rewrites the table between ``<!-- bench:path -->`` markers in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -291,8 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     table = render_table(operators, size, results, per_op, big)
     print()
     print(table)
-    if "--readme" in argv:
-        write_readme(table)
+    if "--docs" in argv:
+        write_docs(table)
 
 
 def render_table(
@@ -331,15 +331,15 @@ def render_table(
     return "\n".join(lines)
 
 
-def write_readme(table: str) -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
+def write_docs(table: str) -> None:
+    page = ROOT / "docs" / "benchmarks.md"
+    text = page.read_text(encoding="utf-8")
     start, end = MARKERS
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise SystemExit(f"README.md has no {start} ... {end} section")
-    readme.write_text(pattern.sub(lambda _: f"{start}\n{table}\n{end}", text), encoding="utf-8")
-    print("README.md updated")
+        raise SystemExit(f"docs/benchmarks.md has no {start} ... {end} section")
+    page.write_text(pattern.sub(lambda _: f"{start}\n{table}\n{end}", text), encoding="utf-8")
+    print("docs/benchmarks.md updated")
 
 
 if __name__ == "__main__":

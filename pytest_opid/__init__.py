@@ -1,7 +1,7 @@
 """pytest-opid: the operator identities your streaming state depends on, held stable in tests.
 
-The public API is this module's ``__all__``; everything else is internal (see the README's
-"Architecture" section). Names load on first use: pytest imports this package for every session
+The public API is this module's ``__all__``; everything else is internal (see
+docs/architecture.md). Names load on first use: pytest imports this package for every session
 through the plugin, which must stay cheap for sessions that never fingerprint anything.
 """
 

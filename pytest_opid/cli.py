@@ -61,7 +61,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="opid", description="Operator IDs and chains of a dataflow topology.")
+    parser = _Parser(
+        prog="opid",
+        description="Check from the shell whether a changed streaming job restarts on its "
+        "state: Spark stateful operators, state schemas, stages and checkpoints; Flink "
+        "OperatorIDs, chains and savepoints.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
@@ -340,7 +345,7 @@ class _Escaping:
 
 def _json(data: object) -> str:
     """JSON output: indented, UTF-8 as is but for the characters that would break or disguise
-    a line, escaped as the text output escapes them (the README promises every name so)."""
+    a line, escaped as the text output escapes them (docs/cli.md promises every name so)."""
     return escape_unsafe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"
 
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Redraw the README's pictures (tests/render/test_cli_render.py checks they are current).
+# Redraw the pictures of docs/pictures.md (tests/render/test_cli_render.py checks they are current).
 set -e
 cd "$(dirname "$0")/../.."
 opid render examples/topologies/fraud_detection.json -o docs/pictures/topology.svg

@@ -3,7 +3,8 @@
 ``python -m examples.spark.run EVENTS CHECKPOINT`` starts :func:`page_view_stats` on the JSON
 event files in ``EVENTS`` with ``CHECKPOINT`` as its checkpoint location, processes what is
 there (``trigger(availableNow=True)``) and stops. It stands in for the production query in the
-README's walkthrough: a real checkpoint, written by Spark, to check the next version against.
+walkthrough of docs/pyspark-checkpoints.md: a real checkpoint, written by Spark, to check the
+next version against.
 The session settings are :data:`PRODUCTION_CONF`, the ones the walkthrough passes to
 ``opid fingerprint --spark ... --conf``.
 """

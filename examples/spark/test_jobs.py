@@ -1,8 +1,8 @@
 """The example jobs' topologies, held stable by their committed snapshots.
 
 ``pytest examples/spark`` checks them; after an intended change, ``pytest examples/spark
---snapshot-update`` records the new ones. The README's Spark section walks through a refactor
-that these tests catch.
+--snapshot-update`` records the new ones. The PySpark guide (docs/pyspark.md) walks through a
+refactor that these tests catch.
 """
 
 from __future__ import annotations

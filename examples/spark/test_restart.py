@@ -1,9 +1,9 @@
 """The example streaming query against a real checkpoint of it, kept in the repository.
 
 ``checkpoints/page_view_stats`` is what ``opid checkpoint --slim`` kept of the checkpoint that
-``python -m examples.spark.run`` left (the README's walkthrough): no state data, only what
-Spark compares at a restart. The next version is checked against it as production would run
-it, with production's ``spark.sql.shuffle.partitions``.
+``python -m examples.spark.run`` left (the walkthrough of docs/pyspark-checkpoints.md): no state
+data, only what Spark compares at a restart. The next version is checked against it as
+production would run it, with production's ``spark.sql.shuffle.partitions``.
 """
 
 from __future__ import annotations

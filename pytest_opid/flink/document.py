@@ -1,8 +1,8 @@
 """Topology document, version 1: the JSON form of :class:`~pytest_opid.topology.Topology`.
 
-The format is the one the Flink golden cases use (see the README's "Topology documents"). Loading
-is strict: an unknown key, a wrong type or an unknown enum value is an error that names the node
-or edge at fault, because a typo silently replaced by a default would change OperatorIDs without
+The format is the one the Flink golden cases use (see docs/flink-inputs.md). Loading is strict:
+an unknown key, a wrong type or an unknown enum value is an error that names the node or edge at
+fault, because a typo silently replaced by a default would change OperatorIDs without
 anyone noticing.
 """
 

@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 __all__ = ["MARKER", "OpidRestoreWarning", "OpidSnapshotWarning", "Recorder"]
 
 MARKER = "stable_topology"
+#: The marker's whole signature, as `pytest --markers` and the docs give it.
+MARKER_SIGNATURE = (
+    "check=None, name=None, previous=None, allow_non_restored_state=False, "
+    "allow_reinterpreted_state=False"
+)
 _CHECKS = ("default", "ids", "chains", "both")
 _MARKER_ARGUMENTS = {
     "check",
@@ -95,14 +100,16 @@ _RECORDER = pytest.StashKey["Recorder"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("opid", "opid: stable operator IDs, chains and state (pytest-opid)")
+    group = parser.getgroup(
+        "opid", "opid: changes that break a streaming job's restart, Spark or Flink (pytest-opid)"
+    )
     group.addoption(
         "--opid-report",
         action="store_true",
         default=None,
         dest="opid_report",
-        help="at the end of the session, print every recorded topology with its job vertices "
-        "and OperatorIDs (ini: opid_report)",
+        help="at the end of the session, print every recorded topology with its stages (Flink: "
+        "job vertices) and operators (ini: opid_report)",
     )
     group.addoption(
         "--opid-html",
@@ -117,7 +124,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         dest="opid_allow_reinterpreted_state",
-        help="pass marked tests whose change the engine restarts on but whose state a "
+        help="Spark: pass marked tests whose change Spark restarts on but whose state a "
         "stateful operator would read under another meaning (a changed grouping key, "
         "aggregate, window, deduplication column...): results would be wrong; each such "
         "change is still reported as a warning",
@@ -128,7 +135,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         dest="opid_check",
         help="what @pytest.mark.stable_topology holds stable when the marker does not say: "
-        "default (a streaming job its state, a batch job its chains), ids, chains or both "
+        "default (a streaming job its state, a batch job its stages), ids (state), chains "
+        "(stages; Flink: job vertices) or both "
         "(ini: opid_check)",
     )
     parser.addini(
@@ -144,11 +152,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(check=None, name=None): compare the topologies this test records with "
-        "opid.record() against its syrupy snapshot and fail when Flink would not restore "
-        "their state (check='ids'), when an operator chain splits or merges (check='chains'), "
-        "or either (check='both'); by default a streaming job's state, a batch job's chains; "
-        "name= names the snapshot. Update: pytest --snapshot-update",
+        f"{MARKER}({MARKER_SIGNATURE}): compare what this test records with "
+        "opid.record() against its syrupy snapshot and fail when the change would break the "
+        "job's restart: Spark streaming, a stateful operator that would not find its "
+        "state/<n> on the old checkpoint, a state schema Spark refuses, or state read under "
+        "another meaning; Flink, an operator whose state a savepoint would not restore. "
+        "check='ids' holds the state, 'chains' the stages (Flink: job vertices), 'both' "
+        "both; by default a streaming job's state, a batch job's stages. previous= also "
+        "checks against a real checkpoint, savepoint or saved fingerprint; "
+        "allow_reinterpreted_state=True passes a Spark restart that reads state under "
+        "another meaning (still reported); allow_non_restored_state=True (Flink) accepts "
+        "state the new job drops; name= names the snapshot. After a safe deploy, accept "
+        "the change: pytest --snapshot-update",
     )
     check = config.getoption("opid_check") or config.getini("opid_check") or "default"
     if check not in _CHECKS:

@@ -9,7 +9,7 @@ identity.
 
 The plan is read as Spark's own plan JSON (``SparkPlan.toJSON()``) with the file scans'
 formats, in one py4j call for a batch plan (:mod:`pytest_opid.spark.jvm`), never one round trip
-per operator. The conversion rules (the README's Spark section has a worked example):
+per operator. The conversion rules (docs/pyspark-batch.md has a worked example):
 
 * Operators become nodes named by Spark's node name (``HashAggregate``, ``Filter``,
   ``FileScan parquet``, ``StateStoreSave``...). Names carry no column names, literals,

@@ -177,8 +177,8 @@ def test_plan_topology_matches_flinks_stream_graph(planned):
             )
 
 
-# Measured on the 290 golden cases (see benchmarks/bench_core.py and the README); a drop means
-# the import got worse.
+# Measured on the 290 golden cases (see benchmarks/bench_core.py and docs/flink-inputs.md); a
+# drop means the import got worse.
 MEASURED = {0: (10, 10), 1: (120, 83), 2: (260, 240)}
 
 

@@ -320,14 +320,21 @@ def test_options_and_marker_are_registered(pytester: pytest.Pytester):
     result = run(pytester, "--help")
     result.stdout.fnmatch_lines(
         [
-            "opid: stable operator IDs, chains and state (pytest-opid):",
+            "opid: changes that break a streaming job's restart, Spark or Flink (pytest-opid):",
             "  --opid-report*",
             "  --opid-check={default,ids,chains,both}*",
         ]
     )
     result.stdout.fnmatch_lines(["  opid_check (string):*", "  opid_report (bool):*"])
     result = run(pytester, "--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.stable_topology(check=None, name=None): *"])
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.stable_topology(check=None, name=None, previous=None, "
+            "allow_non_restored_state=False, allow_reinterpreted_state=False): *"
+        ]
+    )
+    markers = result.stdout.str()
+    assert "Spark" in markers and "state/<n>" in markers and "checkpoint" in markers
     pytester.makeini("[pytest]\nopid_check = sometimes\n")
     result = run(pytester)
     result.stderr.fnmatch_lines(

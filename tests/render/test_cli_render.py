@@ -102,7 +102,7 @@ def test_diff_render_keeps_the_verdict_as_exit_status(capsys, tmp_path):
 
 
 def test_the_committed_pictures_are_what_the_cli_draws(capsys):
-    """docs/pictures/ holds the README's pictures; they are redrawn by these commands."""
+    """docs/pictures/ holds the pictures of docs/pictures.md; they are redrawn by these commands."""
     assert run(capsys, "render", EXAMPLE)[1] == (PICTURES / "topology.svg").read_text("utf-8")
     mermaid = run(capsys, "render", EXAMPLE, "--format", "mermaid")[1]
     assert mermaid == (PICTURES / "topology.mmd").read_text("utf-8")

@@ -163,7 +163,7 @@ def test_batches_confs_and_sources(extracted: Path, case_id: str) -> None:
 
 
 def test_changed_source_path_fails_only_when_the_last_batch_read_files(extracted: Path) -> None:
-    """The README's rule, checked with what the reader finds in sources/<i>/."""
+    """The docs' rule, checked with what the reader finds in sources/<i>/."""
     cases = [rec for rec in CASES if rec["case"]["refactor_kind"] == "change_source_path"]
     assert len(cases) == 2
     for rec in cases:

@@ -1,4 +1,4 @@
-"""What the README tells a team to keep of a checkpoint (no state data, only metadata and
+"""What the docs tell a team to keep of a checkpoint (no state data, only metadata and
 schemas) is enough: the reading and the restart verdicts are the same."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The README's PySpark walkthrough, run as a newcomer runs it (issue 20): every command of the
-section "The walkthrough: from a test to a real checkpoint" is copied from README.md and run in
-a fresh copy of the repository, on the example query and its sample events. A command's exit
+"""The PySpark walkthrough, run as a newcomer runs it (issue 20): every command of the section
+"The walkthrough: from a test to a real checkpoint" is copied from docs/pyspark-checkpoints.md and
+run in a fresh copy of the repository, on the example query and its sample events. A command's exit
 status is the one its comment names (``# exit 1: ...``), else 0; the output the section shows
 is what the command prints (a line with ``...`` is cut there)."""
 
@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-SECTION = "### The walkthrough: from a test to a real checkpoint"
+PAGE = ROOT / "docs" / "pyspark-checkpoints.md"
+SECTION = "## The walkthrough: from a test to a real checkpoint"
 #: What a fresh clone does not have: caches, environments, the test data sets, and what the
 #: walkthrough itself writes (left over from running it by hand in the working tree).
 FRESH = {".git", ".venv", ".tox", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"}
@@ -90,7 +90,7 @@ def _fresh_copy(dest: Path) -> None:
 
 
 def test_the_section_has_the_whole_path():
-    text = section(README.read_text(encoding="utf-8"), SECTION)
+    text = section(PAGE.read_text(encoding="utf-8"), SECTION)
     typed = [c for c, _ in commands(text)]
     for expected in (
         "pytest examples/spark/test_jobs.py --snapshot-update",
@@ -106,7 +106,7 @@ def test_the_section_has_the_whole_path():
 
 
 def test_the_walkthrough_runs_as_written(tmp_path):
-    text = section(README.read_text(encoding="utf-8"), SECTION)
+    text = section(PAGE.read_text(encoding="utf-8"), SECTION)
     clone = tmp_path / "pytest-opid"
     _fresh_copy(clone)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}

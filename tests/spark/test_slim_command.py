@@ -39,7 +39,7 @@ def test_the_slim_copy_reads_as_the_checkpoint(tmp_path, capsys, case_id):
     assert out.startswith(f"wrote {dest}: ") and "no state data" in out
     kept = _files(dest)
     assert not [name for name in kept if name.endswith(STATE_DATA)]
-    for name in kept:  # only what the README says to keep
+    for name in kept:  # only what the docs say to keep
         top, *rest = name.split("/")
         assert top in ("metadata", "offsets", "commits", "sources") or (
             top == "state" and ("_metadata" in rest or "_stateSchema" in rest)
