@@ -89,6 +89,8 @@ class _Session:
     kept_unused: str | None = None
     # what the session's end could not write or delete (the report, an unused snapshot)
     output_errors: list[str] = field(default_factory=list)
+    # snapshots of passing tests that no longer match (harmless changes not yet recorded)
+    stale: list[str] = field(default_factory=list)
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -192,6 +194,7 @@ class Recorder:
         self._entries: list[_Entry] = []
         self._asserted: set[str] = set()  # snapshot locations asserted by the check
         self._olds: dict[int | str, Fingerprint] = {}  # snapshots read back, for --opid-html
+        self._stale: list[str] = []  # snapshots the check passed although their text differs
         self._unnamed = 0
         self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
@@ -368,6 +371,7 @@ class Recorder:
                 if not (result.created or result.updated) and (
                     result.recalled_data != result.asserted_data
                 ):
+                    self._stale.append(where)
                     self._warn_unprotected(result, entry.fingerprint, title)
                 continue
             # A snapshot that cannot be used gets one short line naming the file.
@@ -516,6 +520,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     picture = recorder._picture("\n\n".join(failures) if failures else None)
     if failures:
         pytest.fail(_safe("\n\n".join(failures) + picture), pytrace=False)
+    item.config.stash[_SESSION].stale.extend(recorder._stale)
     return result
 
 
@@ -720,6 +725,7 @@ def _finish(session: pytest.Session) -> None:
         if state.report:
             workeroutput["opid_report"] = state.blocks
         workeroutput["opid_claims"] = [[p, n, k] for p, (n, k) in state.claims.items()]
+        workeroutput["opid_stale"] = state.stale
         if state.html is not None:
             workeroutput["opid_html"] = state.pictures
         return
@@ -831,6 +837,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     if state.report:
         state.blocks.extend(output.get("opid_report", ()))
     state.pictures.extend(output.get("opid_html", ()))
+    state.stale.extend(output.get("opid_stale", ()))
     for path, nodeid, key in output.get("opid_claims", ()):
         mine = (nodeid, key)
         other = state.claims.setdefault(path, mine)
@@ -841,6 +848,27 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
                 "workers, so this shows only now: under --snapshot-update the file holds "
                 "whichever wrote last)"
             )
+
+
+#: How many out-of-date snapshots the summary names; the count is always whole.
+_STALE_LISTED = 10
+
+
+def _summarise_stale(terminalreporter: Any, stale: list[str]) -> None:
+    """Passing tests whose snapshot no longer matches the job: the change was harmless, but
+    left unrecorded it lands later in someone else's pull request as unrelated churn."""
+    if not stale:
+        return
+    count = len(stale)
+    terminalreporter.write_line(
+        f"pytest-opid: {count} snapshot{'' if count == 1 else 's'} out of date: harmless "
+        "changes; refresh with --snapshot-update",
+        yellow=True,
+    )
+    for where in stale[:_STALE_LISTED]:
+        terminalreporter.write_line(_safe(f"  {where}"))
+    if count > _STALE_LISTED:
+        terminalreporter.write_line(f"  ... and {count - _STALE_LISTED} more")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -855,6 +883,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
     for line in state.output_errors:
         terminalreporter.write_line(_safe(f"pytest-opid: error: {line}"), red=True)
+    _summarise_stale(terminalreporter, sorted(set(state.stale)))
     if state.conflicts:
         terminalreporter.write_sep("=", "pytest-opid: tests sharing a snapshot file", red=True)
         for line in state.conflicts:
