@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
         "job a Flink jar's main builds (needs the flink extra: PyFlink's JVM runs it), or of "
         "the query a PySpark function returns (--spark MODULE:FUNCTION -- ARGS: called as "
         "FUNCTION(spark, *ARGS) in a local session; give production's session settings with "
-        "--conf, e.g. --conf spark.sql.shuffle.partitions=200).",
+        "--conf, e.g. --conf spark.sql.shuffle.partitions=200; without it, 4, as the spark "
+        "fixture of the pytest plugin).",
     )
     fp.add_argument("file", metavar="FILE", nargs="?", help="a file, a JOB.jar, or - for stdin")
     fp.add_argument(

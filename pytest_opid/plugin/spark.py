@@ -28,7 +28,8 @@ import pytest
 __all__ = ["LOG4J2", "SPARK_CONF", "spark"]
 
 #: The settings of the session the fixture builds. Adaptive execution is off so plans are the
-#: static ones pytest-opid fingerprints; few shuffle partitions keep local runs fast.
+#: static ones pytest-opid fingerprints; few shuffle partitions keep local runs fast (``opid
+#: fingerprint --spark`` uses the same number unless given another: spark.program.BASE_CONF).
 SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",

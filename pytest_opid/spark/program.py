@@ -28,13 +28,17 @@ from pytest_opid.result import Fingerprint
 __all__ = ["BASE_CONF", "fingerprint_function", "parse_conf", "resolve_function"]
 
 #: The session's settings unless ``--conf`` says otherwise: a small local session, adaptive
-#: execution off (the plan fingerprinted is the static one), no UI. Every other setting is
-#: Spark's default, as in a production session that sets nothing.
+#: execution off (the plan fingerprinted is the static one), no UI, and the ``spark`` fixture's
+#: shuffle partitions (pytest_opid.plugin.spark.SPARK_CONF, held equal by a test), so that a
+#: fingerprint made here compares with a test's snapshot without a changed-setting note; give
+#: production's with ``--conf`` to compare with production's checkpoint. Every other setting is
+#: Spark's default.
 BASE_CONF: dict[str, str] = {
     "spark.master": "local[1]",
     "spark.app.name": "opid-fingerprint",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.bindAddress": "127.0.0.1",

@@ -12,6 +12,11 @@ def counts(spark: Any, path: str) -> Any:
     return events.groupBy("user").agg(F.sum("v").alias("total"))
 
 
+def totals(spark: Any, path: str) -> Any:
+    """A batch query: its fingerprint records the session's shuffle partitions."""
+    return spark.read.schema("user long, v long").json(path).groupBy("user").sum("v")
+
+
 def not_a_query(spark: Any) -> Any:
     return 42
 

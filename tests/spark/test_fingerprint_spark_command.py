@@ -5,6 +5,8 @@ one line and exit 2."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,40 @@ def test_bad_input_is_one_line_and_exit_2(spark, programs, capsys, argv, message
     assert (code, out) == (2, "")
     assert err.startswith("error: " + message) and err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def test_the_command_and_the_fixture_have_one_shuffle_partitions_default(spark, tmp_path):
+    """Issue 32: a fingerprint from the shell (a new process, its own session) compares with
+    a test's snapshot without a changed-setting note, unless production's number is given with
+    --conf."""
+    from spark_programs import totals  # type: ignore[import-not-found]
+
+    from pytest_opid.plugin.spark import SPARK_CONF
+    from pytest_opid.spark.program import BASE_CONF
+
+    key = "spark.sql.shuffle.partitions"
+    assert BASE_CONF[key] == SPARK_CONF[key] == spark.conf.get(key)
+    (tmp_path / "in").mkdir()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_opid",
+            "fingerprint",
+            "--spark",
+            "spark_programs:totals",
+            "--json",
+            "--",
+            str(tmp_path / "in"),
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr[-2000:]
+    from_shell = pytest_opid.fingerprint(json.loads(done.stdout))
+    assert from_shell.settings == ((key, SPARK_CONF[key]),)
+    in_a_test = pytest_opid.fingerprint(totals(spark, str(tmp_path / "in")))
+    assert from_shell.to_dict() == in_a_test.to_dict()
