@@ -151,6 +151,10 @@ class Fingerprint:
     #: ``(name, value)`` pairs: an operator whose parallelism comes from one records ``-1``, so
     #: that changing the setting changes one line, not every stage.
     settings: tuple[tuple[str, str], ...] = ()
+    #: how the fingerprint was made where that is not the engine's own plan of the object in
+    #: its own session (a Spark Connect plan replayed in a local session says "replayed
+    #: locally" and for which engine version). Not part of the identity, not saved.
+    note: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: everything a comparison or an explanation uses."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["LOG4J2", "SPARK_CONF", "spark"]
+__all__ = ["LOG4J2", "SPARK_CONF", "spark", "spark_connect"]
 
 #: The settings of the session the fixture builds. Adaptive execution is off so plans are the
 #: static ones pytest-opid fingerprints; few shuffle partitions keep local runs fast (``opid
@@ -91,6 +91,33 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(spark: Any) -> Iterator[Any]:
+    """A Spark Connect session on loopback, served by the ``spark`` fixture's own JVM (one
+    JVM for classic and Connect code), stopped at the end of the test session. Its temp views
+    and confs are its own, as on any Connect server; its DataFrames and streaming queries are
+    fingerprinted in that server-side session."""
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:
+        pytest.fail(
+            "the spark_connect fixture needs the Spark Connect client: "
+            "pip install 'pyspark[connect]'",
+            pytrace=False,
+        )
+    from pytest_opid.spark.connect import serve, stop_serving
+
+    server = serve(spark)
+    client = ConnectSession.builder.remote(server.url).create()
+    try:
+        yield client
+    finally:
+        try:
+            client.stop()
+        finally:
+            stop_serving(spark, server)
 
 
 @contextmanager

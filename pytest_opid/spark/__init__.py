@@ -12,6 +12,7 @@ a checkpoint, pure Python), :mod:`.restore` (Spark 4.3's restart checks).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from pytest_opid.io.registry import (
 )
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint import read_checkpoint
+from pytest_opid.spark.connect import is_connect, replay
 from pytest_opid.spark.jvm import read_plan
 from pytest_opid.spark.meaning import SCHEMA_CHECK
 from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
@@ -35,12 +37,19 @@ __all__ = ["fingerprint", "plan_graph", "register"]
 
 
 def fingerprint(obj: Any) -> Fingerprint:
-    """The fingerprint of a DataFrame, a streaming DataFrame or a ``StreamingQuery``."""
-    return fingerprint_graph(plan_graph(obj))
+    """The fingerprint of a DataFrame, a streaming DataFrame or a ``StreamingQuery`` (classic
+    or Spark Connect: :mod:`.connect` replays a Connect one's plan)."""
+    note = None
+    if is_connect(obj):
+        obj, note = replay(obj)
+    fp = fingerprint_graph(plan_graph(obj))
+    return fp if note is None else dataclasses.replace(fp, note=note)
 
 
 def plan_graph(obj: Any) -> SparkPlanGraph:
     """Read the physical plan of ``obj`` from the JVM and convert it."""
+    if is_connect(obj):
+        obj = replay(obj).obj
     reading = read_plan(obj)
     return graph_from_plan(
         reading.plan_json,
@@ -100,7 +109,7 @@ def register() -> None:
             "pyspark",
             lambda obj: _top_module(obj) == "pyspark",
             lambda obj, chaining: fingerprint(obj),
-            "a PySpark DataFrame (batch or streaming) or StreamingQuery",
+            "a PySpark DataFrame (batch or streaming) or StreamingQuery, classic or Spark Connect",
         )
     )
     register_hint(_pandas_hint)

@@ -1,78 +1,178 @@
-"""Spark Connect objects are refused with a TypeError that says what is accepted.
+"""Spark Connect DataFrames and streaming queries fingerprint as the classic ones they stand for.
 
-The objects are real: ``connect_probe.py`` starts a local Spark Connect server and client in a
-subprocess (the test process's driver is the classic ``spark`` fixture's) and reports what
-``pytest_opid.fingerprint`` did with a Connect DataFrame and a Connect StreamingQuery.
+One real Connect server serves the whole test session: the ``spark_connect`` fixture starts it
+in the ``spark`` fixture's JVM (one JVM for both). Each case builds the same code on a fresh
+classic session and a fresh Connect session, confs and temp views set through each, and the
+two fingerprints must be equal (they differ as soon as a conf, view or UDF of the Connect
+session is not the one the replay resolves).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+import shutil
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark.sql.connect.session")
+
+import pyspark
+
 import pytest_opid
+from pytest_opid.errors import OpidError
+from tests.spark.connect_corpus import CORPUS, EVENTS
 
-PROBE = Path(__file__).with_name("connect_probe.py")
-MARKER = "RESULT "
-ACCEPTED = "a PySpark DataFrame (batch or streaming) or StreamingQuery of a classic SparkSession"
-
-# What would make the child join another Spark: a Connect URL, or the gateway of a driver that
-# launched this Python (pytest run under spark-submit).
-_INHERITED = (
-    "SPARK_REMOTE",
-    "SPARK_CONNECT_MODE_ENABLED",
-    "SPARK_LOCAL_REMOTE",
-    "PYSPARK_GATEWAY_PORT",
-    "PYSPARK_GATEWAY_SECRET",
+pytestmark = pytest.mark.skipif(
+    int(pyspark.__version__.split(".")[0]) < 4, reason="Connect replay is Spark 4's"
 )
 
 
 @pytest.fixture(scope="module")
-def connect_result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    env = {key: value for key, value in os.environ.items() if key not in _INHERITED}
-    # The child imports the very pytest_opid this test imported.
-    package_root = str(Path(pytest_opid.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, str(PROBE)],
-        cwd=tmp_path_factory.mktemp("spark-connect"),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+def paths(tables: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("connect-inputs")
+    for name in ("events", "clicks"):
+        folder = root / name
+        folder.mkdir()
+        with (folder / "part-0.json").open("w", encoding="utf-8") as f:
+            for i in range(30):
+                row = {"user": i % 4, "page": f"p{i % 3}", "ts": f"2024-01-01 00:00:{i:02d}"}
+                f.write(json.dumps(row) + "\n")
+    return {**tables, "events": str(root / "events"), "clicks": str(root / "clicks")}
+
+
+@pytest.fixture
+def sessions(spark: Any, spark_connect: Any) -> Iterator[tuple[Any, Any]]:
+    """A fresh classic session and a fresh Connect session (its own server-side session):
+    confs, views and UDFs a case sets stay in them."""
+    connect = spark_connect.newSession()
+    try:
+        yield spark.newSession(), connect
+    finally:
+        connect.stop()
+
+
+def _kinds(fp: pytest_opid.Fingerprint) -> tuple[str, ...]:
+    return tuple(state.kind for state in fp.state_operators or ())
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS))
+def test_the_connect_fingerprint_is_the_classic_one(case, sessions, paths):
+    classic, connect = sessions
+    build, kinds = CORPUS[case]
+    frame = build(connect, paths)
+    assert type(frame).__module__.startswith("pyspark.sql.connect")
+    ours = pytest_opid.fingerprint(frame)
+    theirs = pytest_opid.fingerprint(build(classic, paths))
+    assert ours == theirs
+    assert ours.note is None  # replayed in the server's own session, not "locally"
+    assert _kinds(ours) == kinds
+    assert ours.mode == ("streaming" if kinds else "batch")
+
+
+def test_the_replay_sees_the_connect_sessions_own_conf_and_view(sessions, paths):
+    # The Connect session's conf and view exist only there: the classic session of the same
+    # JVM has neither, so a replay anywhere else would fail or read another partition count.
+    classic, connect = sessions
+    build, _ = CORPUS["view_sql_conf_udf"]
+    fp = pytest_opid.fingerprint(build(connect, paths))
+    assert ("spark.sql.shuffle.partitions", "3") in fp.settings
+    assert not classic.catalog.tableExists("orders")
+    assert any("bucket" in line for line in fp.plan or ())
+
+
+def test_a_version_mismatch_is_one_clear_error(sessions, paths, monkeypatch):
+    _, connect = sessions
+    frame = CORPUS["dedupe"][0](connect, paths)
+    jvm = pyspark.__version__
+    monkeypatch.setattr(pyspark, "__version__", "4.0.9")
+    with pytest.raises(OpidError) as error:
+        pytest_opid.fingerprint(frame)
+    message = str(error.value)
+    assert "\n" not in message
+    assert f"the client is PySpark 4.0.9 but this process's JVM runs Spark {jvm}" in message
+    monkeypatch.setattr(pyspark, "__version__", "3.5.3")
+    with pytest.raises(OpidError, match=r"this is PySpark 3\.5\.3"):
+        pytest_opid.fingerprint(frame)
+
+
+def test_a_connect_query_is_judged_against_its_own_checkpoint(sessions, paths, tmp_path):
+    classic, connect = sessions
+    checkpoint = tmp_path / "checkpoint"
+    connect.conf.set("spark.sql.shuffle.partitions", "3")
+    events = connect.readStream.schema(EVENTS).json(paths["events"])
+    query = (
+        events.groupBy("page")
+        .count()
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith(MARKER)]
-    if done.returncode != 0 or not lines:
-        pytest.fail(
-            f"the Spark Connect probe exited {done.returncode} without a result; stderr ends:\n"
-            + done.stderr[-4000:],
-            pytrace=False,
-        )
-    return json.loads(lines[-1][len(MARKER) :])
+    query.awaitTermination()
+    query.stop()
+    assert type(query).__module__.startswith("pyspark.sql.connect")
+    assert (checkpoint / "state" / "0").is_dir() and (checkpoint / "commits" / "0").is_file()
+
+    fp = pytest_opid.fingerprint(query)  # stopped: the server still holds it
+    assert _kinds(fp) == ("stateStoreSave",)
+    same = pytest_opid.check_restore(checkpoint, query)
+    assert same.safe, same.to_dict()
+
+    # A new grouping key: Spark refuses the restart (key schema), and says so from Connect as
+    # from classic code.
+    changed = pytest_opid.check_restore(checkpoint, events.groupBy("page", "user").count())
+    classic.conf.set("spark.sql.shuffle.partitions", "3")
+    plain = classic.readStream.schema(EVENTS).json(paths["events"])
+    expected = pytest_opid.check_restore(checkpoint, plain.groupBy("page", "user").count())
+    assert not changed.restorable
+    assert changed.to_dict() == expected.to_dict()
 
 
-def test_the_probe_ran_a_real_connect_session(connect_result):
-    # The server computed the query, so the client's DataFrame is a live Connect one.
-    assert connect_result["rows"] == [[0, 3], [1, 2]]
-    assert connect_result["dataframe"]["class"] == "pyspark.sql.connect.dataframe.DataFrame"
-    assert connect_result["query"]["class"].startswith("pyspark.sql.connect.streaming.")
-    assert connect_result["query"]["class"].endswith("StreamingQuery")
-    assert Path(connect_result["pytest_opid"]).resolve() == Path(pytest_opid.__file__).resolve()
+INNER = """
+import pytest
+from tests.spark.connect_corpus import functions
 
 
-@pytest.mark.parametrize("kind", ["dataframe", "query"])
-def test_connect_objects_are_refused_with_what_is_accepted(connect_result, kind):
-    outcome = connect_result[kind]
-    assert outcome["error"] == "TypeError", outcome
-    message = outcome["message"]
-    assert "does not support Spark Connect" in message
-    assert f"got {outcome['class']}" in message
-    assert ACCEPTED in message
-    assert "classic SparkSession" in message and 'master("local[2]")' in message
+@pytest.mark.stable_topology
+@pytest.mark.parametrize("api", ["classic", "connect"])
+def test_totals(api, request, opid):
+    spark = request.getfixturevalue("spark" if api == "classic" else "spark_connect")
+    F = functions(spark)
+    events = spark.readStream.schema({schema!r}).json({folder!r})
+    opid.record(events.groupBy({key}).agg(F.sum("user").alias("total")){tail})
+"""
+
+
+def _inner(pytester: pytest.Pytester, folder: str, key: str, tail: str = "") -> None:
+    pytester.makepyfile(test_job=INNER.format(schema=EVENTS, folder=folder, key=key, tail=tail))
+
+
+def test_the_marked_test_judges_a_connect_refactor_as_a_classic_one(
+    pytester, spark, spark_connect, paths
+):
+    _inner(pytester, paths["events"], '"page"')
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update").assert_outcomes(
+        passed=2
+    )
+    snapshots = sorted(pytester.path.rglob("*.opid"))
+    assert len(snapshots) == 2
+    texts = [s.read_text(encoding="utf-8") for s in snapshots]
+    assert texts[0].replace("[classic]", "[connect]") == texts[1]
+
+    # Harmless: a column computed after the aggregation; the state is untouched.
+    _inner(pytester, paths["events"], '"page"', '.withColumn("twice", F.col("total") * 2)')
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+    # State-breaking: another grouping key; Spark refuses the restart.
+    _inner(pytester, paths["events"], '"page", "user"')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "key" in text.lower()
+    assert text.count("test_totals[connect]") == text.count("test_totals[classic]")
+    for snapshot, before in zip(snapshots, texts, strict=True):
+        assert snapshot.read_text(encoding="utf-8") == before  # nothing overwritten
+    shutil.rmtree(pytester.path / "__snapshots__", ignore_errors=True)

@@ -1,0 +1,158 @@
+"""Pipelines written once against the PySpark API, built on a classic SparkSession and on a
+Spark Connect one alike (``test_spark_connect.py`` compares their fingerprints).
+
+Each builder takes a session and the input paths, sets the session confs and temp views it
+needs through that session (on Connect they live in the server-side session only) and returns
+a DataFrame. Every stateful operator kind PySpark can build is here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from pyspark.sql.types import LongType, StructField, StructType
+
+EVENTS = "user LONG, page STRING, ts TIMESTAMP"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def functions(spark: Any) -> Any:
+    """The functions module of ``spark``'s API: ``pyspark.sql.functions`` makes classic
+    columns in a process whose Connect session is not the default one (the environment's
+    ``SPARK_CONNECT_MODE_ENABLED`` decides), and a Connect plan takes Connect columns."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    from pyspark.sql import functions as classic_functions
+
+    return classic_functions
+
+
+def _events(spark: Any, paths: dict[str, str], name: str = "events") -> Any:
+    return spark.readStream.schema(EVENTS).json(paths[name])
+
+
+def join_aggregate(spark: Any, paths: dict[str, str]) -> Any:
+    F = functions(spark)
+    orders = spark.read.parquet(paths["orders"])
+    customers = spark.read.schema("customer_id LONG, country STRING").json(paths["customers"])
+    return (
+        orders.join(customers, "customer_id")
+        .groupBy("country")
+        .agg(F.sum("amount").alias("total"), F.countDistinct("order_id").alias("orders"))
+    )
+
+
+def view_sql_conf_udf(spark: Any, paths: dict[str, str]) -> Any:
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    spark.read.parquet(paths["orders"]).createOrReplaceTempView("orders")
+    spark.udf.register("bucket", lambda c: c % 3, "long")
+    return spark.sql(
+        "SELECT bucket(customer_id) AS b, count(*) AS n, max(amount) AS top "
+        "FROM orders WHERE amount > 10 GROUP BY bucket(customer_id)"
+    )
+
+
+def windowed_count(spark: Any, paths: dict[str, str]) -> Any:
+    F = functions(spark)
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    events = _events(spark, paths).withWatermark("ts", "1 minute")
+    return events.groupBy(F.window("ts", "10 seconds"), "page").count()
+
+
+def session_windows(spark: Any, paths: dict[str, str]) -> Any:
+    F = functions(spark)
+    events = _events(spark, paths).withWatermark("ts", "1 minute")
+    return events.groupBy(F.session_window("ts", "5 seconds"), "user").count()
+
+
+def dedupe(spark: Any, paths: dict[str, str]) -> Any:
+    return _events(spark, paths).dropDuplicates(["user", "page"])
+
+
+def dedupe_within_watermark(spark: Any, paths: dict[str, str]) -> Any:
+    events = _events(spark, paths).withWatermark("ts", "1 minute")
+    return events.dropDuplicatesWithinWatermark(["user"])
+
+
+def stream_join(spark: Any, paths: dict[str, str]) -> Any:
+    F = functions(spark)
+    views = _events(spark, paths).withWatermark("ts", "1 minute")
+    clicks = _events(spark, paths, "clicks").withWatermark("ts", "1 minute")
+    return views.selectExpr("user AS viewer", "ts AS viewed").join(
+        clicks.selectExpr("user AS clicker", "ts AS clicked"),
+        F.expr("viewer = clicker AND clicked BETWEEN viewed AND viewed + INTERVAL 30 SECONDS"),
+    )
+
+
+def global_limit(spark: Any, paths: dict[str, str]) -> Any:
+    return _events(spark, paths).limit(5)
+
+
+def _running(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+    (n,) = state.get if state.exists else (0,)
+    for frame in frames:
+        n += len(frame)
+    state.update((n,))
+    yield pd.DataFrame({"user": [key[0]], "n": [n]})
+
+
+def pandas_with_state(spark: Any, paths: dict[str, str]) -> Any:
+    return (
+        _events(spark, paths)
+        .groupBy("user")
+        .applyInPandasWithState(
+            _running, "user LONG, n LONG", "n LONG", "Update", GroupStateTimeout.NoTimeout
+        )
+    )
+
+
+class Counter(StatefulProcessor):
+    """Counts rows per key in a ValueState."""
+
+    def init(self, handle: Any) -> None:
+        self.count = handle.getValueState("count", StructType([StructField("n", LongType())]))
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[pd.DataFrame]:
+        n = self.count.get()[0] if self.count.exists() else 0
+        for frame in rows:
+            n += len(frame)
+        self.count.update((n,))
+        yield pd.DataFrame({"user": [key[0]], "n": [n]})
+
+    def close(self) -> None:
+        pass
+
+
+def transform_with_state(spark: Any, paths: dict[str, str]) -> Any:
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    return (
+        _events(spark, paths)
+        .groupBy("user")
+        .transformWithStateInPandas(
+            statefulProcessor=Counter(),
+            outputStructType="user LONG, n LONG",
+            outputMode="Update",
+            timeMode="None",
+        )
+    )
+
+
+#: name -> (builder, the stateful operator kinds its fingerprint must list, in state id order)
+CORPUS: dict[str, tuple[Callable[[Any, dict[str, str]], Any], tuple[str, ...]]] = {
+    "join_aggregate": (join_aggregate, ()),
+    "view_sql_conf_udf": (view_sql_conf_udf, ()),
+    "windowed_count": (windowed_count, ("stateStoreSave",)),
+    "session_windows": (session_windows, ("sessionWindowStateStoreSaveExec",)),
+    "dedupe": (dedupe, ("dedupe",)),
+    "dedupe_within_watermark": (dedupe_within_watermark, ("dedupeWithinWatermark",)),
+    "stream_join": (stream_join, ("symmetricHashJoin",)),
+    "global_limit": (global_limit, ("globalLimit",)),
+    "pandas_with_state": (pandas_with_state, ("applyInPandasWithState",)),
+    "transform_with_state": (transform_with_state, ("transformWithStateInPandasExec",)),
+}
