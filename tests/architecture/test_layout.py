@@ -216,8 +216,14 @@ def test_core_modules_do_not_branch_on_an_engine():
 
 #: Modules that import parts of the package inside functions, and why: the pytest plugin loads
 #: the core only when a test uses it (every pytest session imports the plugin); the jar command
-#: and the flink fixtures need PyFlink, an optional extra.
-LAZY = {"pytest_opid.plugin", "pytest_opid.cli", "pytest_opid.plugin.flink"}
+#: and the flink fixtures need PyFlink, an optional extra; the spark_connect fixture loads the
+#: Spark package only when a test asks for it (every pytest session imports the fixtures).
+LAZY = {
+    "pytest_opid.plugin",
+    "pytest_opid.cli",
+    "pytest_opid.plugin.flink",
+    "pytest_opid.plugin.spark",
+}
 
 
 def test_no_import_inside_a_function_outside_the_lazy_modules():
