@@ -235,12 +235,25 @@ def _fixes(c: Comparison, check: Check, accept: str | None) -> list[str]:
                 "    later changes keep its ID (on a running job a new uid changes the ID once:",
                 "    keep the setUidHash next to it)",
             ]
+        if misplaced:  # --allowNonRestoredState would still hand the state to the wrong one
+            out.append("  - or, where the state may go: start the job without the savepoint")
+        else:
+            out += [
+                "  - or, where that state may go: restore with --allowNonRestoredState (those",
+                "    operators start empty), or start the job without the savepoint",
+            ]
     if c.chain_changes and check is not Check.IDS:
         out += [
             "  - chained operators need equal parallelism and slot sharing group, a forward",
             "    edge, and no disableChaining()/startNewChain() between them",
         ]
-    if accept:
+    if accept and (not c.restore.restorable or misplaced):
+        # Accepting the snapshot does not restore anything: it is the step after a safe deploy.
+        out += [
+            "Then, once the job is deployed one of these ways, record it as the new snapshot:",
+            f"  {accept}",
+        ]
+    elif accept:
         out.append(f"  - or, if the change is intended, accept it: {accept}")
     return out
 

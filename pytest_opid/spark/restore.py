@@ -92,10 +92,7 @@ _FIX_MEANING = (
     "\nFix:\n"
     "  - run the changed query on a new checkpoint location: its state starts empty and "
     "its sources start from their beginning (or startingOffsets)\n"
-    "  - or keep the state's definition as it was, and make the change in a new query\n"
-    "  - or, if the mixed results are acceptable, accept it knowingly: "
-    "@pytest.mark.stable_topology(allow_reinterpreted_state=True), or "
-    "opid check-restore --allow-reinterpreted-state"
+    "  - or keep the state's definition as it was, and make the change in a new query"
 )
 _FIX_MIGRATE = (
     '  - or migrate the state: read it with spark.read.format("statestore")'

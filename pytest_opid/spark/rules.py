@@ -377,15 +377,17 @@ def _stateful(s: StateOperator) -> str:
 
 
 def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list[str]:
+    """What makes the deploy safe. Where the old checkpoint would not restart, or restart on
+    state read under another meaning, accepting the snapshot is never one of the fixes (CI
+    would pass and the deploy still fail or give wrong results): it is named as the step after
+    the deploy is made safe."""
     out = ["How to fix:"]
+    unsafe = loses or _reinterprets(c)
+    after = [_RECORD_AFTER.format(accept=accept)] if accept and unsafe else []
     if _reinterprets(c) and not loses:
         first = c.restore.reinterpreted[0].message.split("\n")
         if "Fix:" in first:
-            return (
-                out
-                + first[first.index("Fix:") + 1 :]
-                + ([f"  - or, if the change is intended, accept it: {accept}"] if accept else [])
-            )
+            return out + first[first.index("Fix:") + 1 :] + after
     if loses:
         out += _restart_fixes(c) or [
             "  - run the changed query on a new checkpoint location (its state starts empty)",
@@ -401,9 +403,18 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
             "  - the query now reads another table, or shuffles, joins, groups or sorts by",
             "    other keys (the Plan lines above): make sure the change is intended",
         ]
-    if accept:
+    if after:
+        out += after
+    elif accept:
         out.append(f"  - or, if the change is intended, accept it: {accept}")
     return out
+
+
+#: The step after a safe deploy: the snapshot follows production, never the other way round.
+_RECORD_AFTER = (
+    "Then, once the changed query runs one of these ways, record it as the new snapshot: "
+    "{accept}"
+)
 
 
 def _restart_fixes(c: Comparison) -> list[str]:

@@ -146,7 +146,7 @@ def test_fixes_of_several_problems_are_listed_once_first_choice_first(spark, eve
         fixes.index("- keep the state's key as it was: group by the same columns"),
         fixes.index("- or run the changed query on a new checkpoint location"),
         fixes.index('- or migrate the state: read it with spark.read.format("statestore")'),
-        fixes.index("- or, if the change is intended, accept it"),
+        fixes.index("Then, once the changed query runs one of these ways, record it as the new"),
     ]
     assert order == sorted(order)
     assert fixes.count("or run the changed query on a new checkpoint location") == 1
@@ -154,3 +154,68 @@ def test_fixes_of_several_problems_are_listed_once_first_choice_first(spark, eve
     assert '.option("operatorId", <n>)' in fixes
     for word in FLINK_WORDS:
         assert word not in text, word
+
+
+def _fix_lines(text: str) -> list[str]:
+    return text[text.index("How to fix:") :].splitlines()[1:]
+
+
+def _assert_accepting_is_only_the_step_after(text: str) -> None:
+    """Issue 32: no fix trades the deploy for a green build. Accepting the snapshot is never a
+    fix of its own; it is the last line, after the fixes that make the deploy safe."""
+    lines = _fix_lines(text)
+    assert not any("accept it" in line or "acceptable" in line for line in lines), lines
+    assert sum("--snapshot-update" in line for line in lines) == 1, lines
+    assert lines[-1] == (
+        "Then, once the changed query runs one of these ways, record it as the new snapshot: "
+        "pytest --snapshot-update"
+    )
+    assert any("new checkpoint location" in line for line in lines[:-1]), lines
+
+
+def test_not_restartable_fixes_make_the_deploy_safe_first(spark, events_dir):
+    from pyspark.sql import functions as F
+
+    import pytest_opid
+    from tests.spark.spark_checks import EVENTS_SCHEMA
+
+    stream = spark.readStream.schema(EVENTS_SCHEMA).json(str(events_dir))
+    old = stream.groupBy("page").count()
+    new = stream.groupBy("page").agg(F.count("*").alias("count"), F.max("ts").alias("last"))
+    comparison = pytest_opid.compare(pytest_opid.fingerprint(old), pytest_opid.fingerprint(new))
+    assert not comparison.restore.restorable
+    text = pytest_opid.explain(comparison, "ids")
+    assert text.startswith("Not restartable from the old checkpoint")
+    _assert_accepting_is_only_the_step_after(text)
+
+
+def test_reinterpreted_state_fixes_make_the_deploy_safe_first(spark, events_dir):
+    from pyspark.sql import functions as F
+
+    import pytest_opid
+    from tests.spark.spark_checks import EVENTS_SCHEMA
+
+    stream = spark.readStream.schema(EVENTS_SCHEMA).json(str(events_dir))
+    old = stream.groupBy("page").count()
+    new = stream.select(F.col("user").cast("string").alias("page")).groupBy("page").count()
+    comparison = pytest_opid.compare(pytest_opid.fingerprint(old), pytest_opid.fingerprint(new))
+    assert comparison.restore.restorable and not comparison.restore.safe
+    text = pytest_opid.explain(comparison, "ids")
+    _assert_accepting_is_only_the_step_after(text)
+    assert "keep the state's definition as it was" in text
+
+
+def test_a_batch_change_may_still_be_accepted_as_intended(spark, tmp_path):
+    """A batch job keeps no state between runs: an intended change of its stages is accepted."""
+    import pytest_opid
+
+    path = str(tmp_path / "t")
+    spark.range(3).selectExpr("id", "id % 2 AS k").write.parquet(path)
+    old = spark.read.parquet(path).groupBy("k").count()
+    new = spark.read.parquet(path).groupBy("k", "id").count()
+    text = pytest_opid.explain(
+        pytest_opid.compare(pytest_opid.fingerprint(old), pytest_opid.fingerprint(new)), "chains"
+    )
+    assert "  - or, if the change is intended, accept it: pytest --snapshot-update" in text
+    assert "Then, once" not in text
+
