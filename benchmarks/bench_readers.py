@@ -21,6 +21,7 @@ import json
 import struct
 import sys
 import tempfile
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +37,13 @@ from pytest_opid.flink.savepoint import parse_metadata, read_savepoint  # noqa: 
 from pytest_opid.io.json import read_stream  # noqa: E402
 from pytest_opid.io.registry import load_input  # noqa: E402
 from pytest_opid.io.snapshot import dumps, loads  # noqa: E402
-from pytest_opid.result import Fingerprint  # noqa: E402
+from pytest_opid.result import (  # noqa: E402
+    Fingerprint,
+    JobVertex,
+    OperatorFingerprint,
+    StateOperator,
+    StateStore,
+)
 from pytest_opid.spark.checkpoint import read_checkpoint  # noqa: E402
 
 SCALES = (1, 10, 100)
@@ -102,6 +109,39 @@ def folder_size(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
+def hostile_snapshot(name: str = "agg", fields: int = 2, settings: int = 0) -> tuple[int, Callable]:
+    """A Spark-like streaming snapshot with one part grown: the shapes issue 31 found quadratic
+    (a struct written one field a line, the [settings] duplicate check) or 125x the input in
+    memory (a long name). The reading's peak of Python allocations is printed beside."""
+    schema = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": f"f{i}", "type": "long", "nullable": True, "metadata": {}}
+                for i in range(fields)
+            ],
+        },
+        separators=(",", ":"),
+    )
+    op, vertex = "a" * 32, "b" * 32
+    fp = Fingerprint(
+        (OperatorFingerprint(0, name, op, parallelism=2, job_vertex=vertex),),
+        (JobVertex(vertex, "stage", 2, ((op, None),), (0,)),),
+        (StateOperator(0, op, "agg", "aggregate", (StateStore("default", schema, schema),)),),
+        "spark",
+        "streaming",
+        ("FileStreamSource[events]",),
+        settings=tuple((f"conf.key{i}", str(i)) for i in range(settings)),
+    )
+    text = dumps(fp)
+    tracemalloc.start()
+    loads(text)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(f"  .opid reading's memory peak: {peak / len(text):.1f}x the text ({len(text):,} chars)")
+    return len(text.encode()), lambda: loads(text)
+
+
 # -- the rows -------------------------------------------------------------------------------------
 
 
@@ -136,6 +176,15 @@ def rows(tmp: Path) -> list[tuple[str, str, list[tuple[int, int, float]]]]:
         text = dumps(load_input(str(tmp / f"doc-{n}.json")))
         return len(text.encode()), lambda: loads(text)
 
+    def long_name(n: int) -> tuple[int, Callable]:
+        return hostile_snapshot(name="x" * n)
+
+    def wide_struct(n: int) -> tuple[int, Callable]:
+        return hostile_snapshot(fields=n)
+
+    def many_settings(n: int) -> tuple[int, Callable]:
+        return hostile_snapshot(settings=n)
+
     def stdin(n: int) -> tuple[int, Callable]:
         data = (tmp / f"doc-{n}.json").read_bytes()
         return len(data), lambda: read_stream(Stdin(data), "<stdin>")
@@ -165,6 +214,9 @@ def rows(tmp: Path) -> list[tuple[str, str, list[tuple[int, int, float]]]]:
     add("topology document file -> fingerprint", "operators", 1_000, document)
     add("saved fingerprint file -> fingerprint", "operators", 1_000, saved)
     add(".opid snapshot text -> fingerprint", "operators", 1_000, snapshot)
+    add(".opid: one Spark operator's long name", "name bytes", 160_000, long_name)
+    add(".opid: a [state stores] struct one field a line", "fields", 80, wide_struct)
+    add(".opid: many [settings] rows", "settings", 200, many_settings)
     add("stdin, read to its end (read_stream)", "operators", 1_000, stdin)
     add("stdin's reference: one copy of the same bytes", "operators", 1_000, plain_copy)
     add("_metadata of many operator states", "states", 100, metadata)

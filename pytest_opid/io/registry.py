@@ -262,7 +262,7 @@ def load_input(path: str, format: str | None = None) -> Fingerprint:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DocumentError(f"<stdin>: not UTF-8 text (byte {exc.start})") from None
-    if format is None and text.startswith(PREFIX):
+    if format is None and text.removeprefix("\ufeff").startswith(PREFIX):
         return loads(text, origin="<stdin>")
     return read_data(parse_json(text, "<stdin>"), format, None, "<stdin>")
 

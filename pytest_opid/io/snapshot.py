@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import repeat
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from operator import itemgetter
 from typing import Any
 
@@ -39,15 +40,15 @@ from pytest_opid.result import (
     StateOperator,
     StateStore,
 )
-from pytest_opid.text import escape_unsafe, quote, quote_all
+from pytest_opid.text import escape_unsafe, printable, quote, quote_all
 
 __all__ = ["HEADER", "PREFIX", "dumps", "is_snapshot", "loads", "read_snapshot"]
 
 #: The start of every snapshot's first line, whatever its format.
 PREFIX = "# pytest-opid topology snapshot"
 #: First line of the snapshots this release writes; :func:`loads` reads formats 1 to 4.
-HEADER = f"{PREFIX}, format 4"
-_HEADERS = {f"{PREFIX}, format {n}": n for n in (1, 2, 3, 4)}
+HEADER = f"{PREFIX}, format 5"
+_HEADERS = {f"{PREFIX}, format {n}": n for n in (1, 2, 3, 4, 5)}
 #: A schema's DDL longer than this is written one field per line.
 _LONG_SCHEMA = 72
 
@@ -61,6 +62,8 @@ _MEANING = "[state meaning]"
 _SOURCES = "[sources]"
 _SETTINGS = "[settings]"
 _PLAN = "[plan]"
+#: Format 5's last line: a snapshot without it was cut short.
+_END = "[end]"
 _SECTIONS = (
     _JOB,
     _SETTINGS,
@@ -80,7 +83,6 @@ _PLAN_ESCAPED = re.compile(r"[\\\x00-\x1f]")
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _INT = re.compile(r"-?[0-9]{1,10}")
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\S+')
 _NONE = "-"
 
 
@@ -172,6 +174,7 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
     if fp.plan is not None:
         lines += ["", _PLAN, "# one operator per line, its inputs indented below it"]
         lines += map(_plan_text, fp.plan)
+    lines += ["", _END]
     return "\n".join(lines) + "\n"
 
 
@@ -247,23 +250,20 @@ def _store_rows(rows: list[tuple[str, str, str, str | None]]) -> list[str]:
 
 
 # -- reading ------------------------------------------------------------------------------------
+#
+# One reader, line by line, every check naming the line at fault. It holds the text, one line
+# and that line's cells at a time (a few times the input at most) and does a bounded amount of
+# work per character: a quoted cell is decoded by the json module's C string scanner (no regular
+# expression with a repeated group, whose backtracking stack grows with the cell), a struct
+# written over several lines is collected as a list of its lines and joined once, and every
+# duplicate check is a set or dict lookup.
 
 
 def loads(text: str, *, origin: str = "the snapshot") -> Fingerprint:
-    """Read :func:`dumps` output (format 1 or 2) back. Raises :class:`DocumentError` naming
-    the line at fault."""
-    # Split on "\n" only: str.splitlines() would also split inside a name holding U+2028 or
-    # U+0085, which format 1 wrote raw.
-    lines = text.split("\n")
-    version = _HEADERS.get(lines[0].strip()) if lines else None
-    if version is None:
-        raise DocumentError(f"{origin}: not a pytest-opid topology snapshot (no {HEADER!r} line)")
+    """Read :func:`dumps` output (formats 1 to 5) back. Raises :class:`DocumentError` naming
+    the line at fault; a snapshot cut short, or with a section twice, is such an error."""
     with gc_paused():  # a few objects per operator: the collector's passes would cost more
-        fast = _fast_loads(text, version)
-    if fast is not None:
-        _check_whole(lines, version, origin, text)
-        return fast
-    return _precise_loads(lines, version, origin)
+        return _Reader(text, origin).read()
 
 
 #: The sections every snapshot of a format has, even one of no operators: dumps() always writes
@@ -273,206 +273,309 @@ _REQUIRED = {
     2: (_JOB, _OPERATORS, _VERTICES),
     3: (_JOB, _OPERATORS, _VERTICES),
     4: (_JOB, _OPERATORS, _VERTICES),
+    5: (_JOB, _OPERATORS, _VERTICES),
 }
+_FLAGS: dict[str, bool | None] = {"true": True, "false": False, _NONE: None}
+_SPACES = re.compile(r"\s*")
+_BARE = re.compile(r"\S+")
+_BOM = "\ufeff"
+_BOM_UTF8 = _BOM.encode()
 
 
-def _check_whole(lines: list[str], version: int, origin: str, text: str = "") -> None:
-    """A snapshot cut short (a crash of another tool, a bad merge, a truncated copy) must not
-    read as a job of fewer operators, or of none: every change would pass against it.
+class _Cells(list[str]):
+    """A row's cells, quoted ones already decoded; ``quoted[i]`` says which were."""
 
-    A cut inside a table leaves the sections after it missing ([job vertices] comes after the
-    operators), or a row cut mid-cell, which the readers reject; a cut at a line end of the last
-    table leaves an operator naming a job vertex no row lists, which :func:`_assemble` rejects.
-    Each section title is found by one substring search (the usual case), else line by line.
-    Checked once the rows have been read (a malformed row keeps its own message), before the
-    tables are matched to each other (an operator naming a job vertex of a missing section)."""
-    for title in _REQUIRED[version]:
-        if f"\n{title}\n" in text or f"\n{title}\r\n" in text:
-            continue
-        if any(line.strip() == title for line in lines):
-            continue
-        raise DocumentError(
-            f"{origin}: snapshot file is damaged: it has no {title} section (cut short after "
-            f"line {len(lines) - (lines[-1] == '')}?)"
-        )
+    quoted: list[bool]
 
 
-def _precise_loads(lines: list[str], version: int, origin: str) -> Fingerprint:
-    """The reference reader: line by line, every check naming the line at fault. It reads
-    whatever :func:`_fast_loads` declines, and its messages are the ones users see."""
-    section = None
-    job: dict[str, str] = {}
-    ops: list[tuple[str, OperatorFingerprint]] = []
-    details: dict[int, tuple[int, bool | None]] = {}
-    vertices: list[tuple[str, str, int, str]] = []
-    states: list[StateOperator] | None = None
-    stores: dict[int, list[StateStore]] = {}
-    meaning: dict[int, list[tuple[str, str]]] = {}
-    sources: list[str] | None = None
-    settings: list[tuple[str, str]] = []
-    plan: list[str] | None = None
-    schemas: dict[tuple[int, str], dict[str, str | None]] = {}  # format 3's [state stores]
-    pending: list[Any] | None = None  # a schema written over several lines, so far
-    for number, raw in enumerate(lines, 1):
-        line = raw.strip()
+class _Reader:
+    def __init__(self, text: str, origin: str) -> None:
+        self.text = text
+        self.origin = origin
+        self.job: dict[str, str] = {}
+        self.ops: list[tuple[str, OperatorFingerprint]] = []
+        self.details: dict[int, tuple[int, bool | None]] = {}
+        self.vertices: list[tuple[str, str, int, str]] = []
+        self.vertex_lines: dict[str, int] = {}
+        self.states: list[StateOperator] | None = None
+        self.stores: dict[int, list[StateStore]] = {}
+        self.meaning: dict[int, list[tuple[str, str]]] = {}
+        self.sources: list[str] | None = None
+        self.settings: list[tuple[str, str]] = []
+        self.setting_keys: set[str] = set()
+        self.plan: list[str] | None = None
+        self.schemas: dict[tuple[int, str], dict[str, str | None]] = {}  # format 3's stores
+        self.seen: dict[str, int] = {}  # section title -> its line
+        self.lines = 0
+        self.ended = 0  # format 5: the line of [end]
+
+    def _lines(self, start: int) -> Iterator[str]:
+        """The text's lines from ``start``, split on "\\n" only: str.splitlines() would also
+        split inside a name holding U+2028 or U+0085, which format 1 wrote raw."""
+        text = self.text
+        while True:
+            end = text.find("\n", start)
+            if end < 0:
+                yield text[start:]
+                return
+            yield text[start:end]
+            start = end + 1
+
+    def read(self) -> Fingerprint:
+        origin = self.origin
+        # A byte order mark (an editor on Windows adds one) is read past, never kept.
+        start = 1 if self.text.startswith(_BOM) else 0
+        lines = self._lines(start)
+        first = next(lines)
+        version = _HEADERS.get(first.strip())
+        if version is None:
+            raise DocumentError(
+                f"{origin}: not a pytest-opid topology snapshot (no {HEADER!r} line)"
+            )
+        self.version = version
+        section: str | None = None
+        pending: list[Any] | None = None  # a schema written over several lines, so far
+        depth = 0  # its struct<...>s still open
+        number, raw = 1, first
+        for number, raw in enumerate(lines, 2):
+            line = raw.strip()
+            if pending is not None:
+                pending[-1].append(line)
+                depth += unclosed(line)
+                if depth <= 0:
+                    pending[-1] = " ".join(pending[-1])
+                    _store_schema(self.schemas, *pending)
+                    pending = None
+                continue
+            if not line or line.startswith("#"):
+                continue
+            where = f"{origin}, line {number}"
+            if self.ended:
+                raise DocumentError(f"{where}: text after the [end] line ({self.ended})")
+            if line == _END:
+                if version < 5:
+                    raise DocumentError(f"{where}: {_END} does not exist in format {version}")
+                self.ended = number
+                continue
+            if line in _SECTIONS:
+                section = self._section(line, number, where)
+                continue
+            if section == _PLAN and self.plan is not None:
+                plan = self.plan
+                plan.append(_plan_line(raw, plan[-1] if plan else None, where))
+                continue
+            if section == _STORES and version >= 3:
+                state_no, store, part, schema = self._store_row(line, where)
+                if not schema.startswith('"') and unclosed(schema) > 0:
+                    pending = [where, state_no, store, part, [schema]]
+                    depth = unclosed(schema)
+                else:
+                    _store_schema(self.schemas, where, state_no, store, part, schema)
+                continue
+            self._row(section, _cells(line, where), where, number)
+        self.lines = number - (raw == "")
         if pending is not None:
-            pending[-1] += " " + line
-            if unclosed(pending[-1]) <= 0:
-                _store_schema(schemas, *pending)
-                pending = None
-            continue
-        if not line or line.startswith("#"):
-            continue
-        where = f"{origin}, line {number}"
-        if line in _SECTIONS:
-            if version == 1 and line not in (_OPERATORS, _VERTICES, _STATES):
-                raise DocumentError(f"{where}: section {line} does not exist in format 1")
-            if version < _SINCE.get(line, 1):
-                raise DocumentError(f"{where}: section {line} does not exist in format {version}")
-            section = line
-            if section == _PLAN:
-                if plan is not None:
-                    raise DocumentError(f"{where}: a second {_PLAN} section")
-                plan = []
-            if section == _STATES:
-                states = []
-            elif section == _SOURCES:
-                sources = []
-            continue
-        if section == _PLAN and plan is not None:
-            plan.append(_plan_line(raw, plan[-1] if plan else None, where))
-            continue
-        cells = _cells(line, where)
+            raise DocumentError(
+                f"{pending[0]}: the schema's struct<...> is never closed (cut short after "
+                f"line {self.lines}?)"
+            )
+        return self._finish()
+
+    def _section(self, line: str, number: int, where: str) -> str:
+        version = self.version
+        if version == 1 and line not in (_OPERATORS, _VERTICES, _STATES):
+            raise DocumentError(f"{where}: section {line} does not exist in format 1")
+        if version < _SINCE.get(line, 1):
+            raise DocumentError(f"{where}: section {line} does not exist in format {version}")
+        first = self.seen.setdefault(line, number)
+        if first != number:
+            raise DocumentError(f"{where}: a second {line} section (the first is on line {first})")
+        if line == _PLAN:
+            self.plan = []
+        elif line == _STATES:
+            self.states = []
+        elif line == _SOURCES:
+            self.sources = []
+        return line
+
+    def _store_row(self, line: str, where: str) -> tuple[int, str, str, str]:
+        """A format 3 ``[state stores]`` row: state, store, part, and the schema (the rest of
+        the line)."""
+        cells, rest = _cells_and_rest(line, 3)
+        if len(cells) < 3 or cells[2] not in ("key", "value") or not rest:
+            raise DocumentError(
+                f"{where}: expected state, store, key or value, and a schema (or -)"
+            )
+        return _int(cells, 0, where), _string(cells, 1, where), cells[2], rest
+
+    def _row(self, section: str | None, cells: _Cells, where: str, number: int) -> None:
         if section == _OPERATORS:
-            vertex, op_id, user, par, node, uid, name = _arity(cells, 7, where)
+            _arity(cells, 7, where)
             op = OperatorFingerprint(
-                node=_int(node, where),
-                name=_string(name, where),
-                operator_id=_hex(op_id, where),
-                user_operator_id=None if user == _NONE else _hex(user, where),
-                uid=None if uid == _NONE else _string(uid, where),
-                parallelism=_int(par, where),
+                node=_int(cells, 4, where),
+                name=_string(cells, 6, where),
+                operator_id=_hex(cells, 1, where),
+                user_operator_id=None if _bare(cells, 2, _NONE) else _hex(cells, 2, where),
+                uid=None if _bare(cells, 5, _NONE) else _string(cells, 5, where),
+                parallelism=_int(cells, 3, where),
             )
-            ops.append((vertex, op))
+            self.ops.append((_bare_cell(cells, 0, where), op))
         elif section == _JOB:
-            key, value = _arity(cells, 2, where)
-            if key not in ("engine", "mode") or key in job:
+            _arity(cells, 2, where)
+            key = cells[0]
+            if cells.quoted[0] or key not in ("engine", "mode") or key in self.job:
                 raise DocumentError(f"{where}: unexpected [job] row {key[:40]!r}")
-            job[key] = _string(value, where)
+            self.job[key] = _string(cells, 1, where)
         elif section == _DETAILS:
-            node, max_par, stateful = _arity(cells, 3, where)
-            flags = {"true": True, "false": False, _NONE: None}
-            if stateful not in flags:
+            _arity(cells, 3, where)
+            stateful = cells[2]
+            if cells.quoted[2] or stateful not in _FLAGS:
                 raise DocumentError(f"{where}: stateful must be true, false or -")
-            details[_int(node, where)] = (_int(max_par, where), flags[stateful])
+            node = _int(cells, 0, where)
+            if node in self.details:
+                raise DocumentError(f"{where}: a second [operator details] row for node {node}")
+            self.details[node] = (_int(cells, 1, where), _FLAGS[stateful])
         elif section == _VERTICES:
-            vertex, vid, par, name = _arity(cells, 4, where)
-            vertices.append((vertex, _hex(vid, where), _int(par, where), _string(name, where)))
-        elif section == _STATES and states is not None:
-            state_no, op_id, kind, name = _arity(cells, 4, where)
-            states.append(
+            _arity(cells, 4, where)
+            label = _bare_cell(cells, 0, where)
+            first = self.vertex_lines.setdefault(label, number)
+            if first != number:
+                raise DocumentError(
+                    f"{where}: a second job vertex {printable(label[:40])} (the first is on "
+                    f"line {first})"
+                )
+            self.vertices.append(
+                (label, _hex(cells, 1, where), _int(cells, 2, where), _string(cells, 3, where))
+            )
+        elif section == _STATES and self.states is not None:
+            _arity(cells, 4, where)
+            self.states.append(
                 StateOperator(
-                    _int(state_no, where),
-                    _hex(op_id, where),
-                    _string(name, where),
-                    _string(kind, where),
+                    _int(cells, 0, where),
+                    _hex(cells, 1, where),
+                    _string(cells, 3, where),
+                    _string(cells, 2, where),
                 )
             )
-        elif section == _STORES and version >= 3:
-            match = _STORE_ROW.fullmatch(line)
-            if match is None:
-                raise DocumentError(
-                    f"{where}: expected state, store, key or value, and a schema (or -)"
-                )
-            state_no, store, part, schema = match.groups()
-            row: list[Any] = [where, _int(state_no, where), _string(store, where), part, schema]
-            if not schema.startswith('"') and unclosed(schema) > 0:
-                pending = row
-            else:
-                _store_schema(schemas, *row)
         elif section == _STORES:
-            state_no, store, key_schema, value_schema = _arity(cells, 4, where)
-            stores.setdefault(_int(state_no, where), []).append(
+            _arity(cells, 4, where)
+            self.stores.setdefault(_int(cells, 0, where), []).append(
                 StateStore(
-                    _string(store, where),
-                    None if key_schema == _NONE else _string(key_schema, where),
-                    None if value_schema == _NONE else _string(value_schema, where),
+                    _string(cells, 1, where),
+                    None if _bare(cells, 2, _NONE) else _string(cells, 2, where),
+                    None if _bare(cells, 3, _NONE) else _string(cells, 3, where),
                 )
             )
         elif section == _MEANING:
-            state_no, fact, value = _arity(cells, 3, where)
-            meaning.setdefault(_int(state_no, where), []).append(
-                (_string(fact, where), _string(value, where))
+            _arity(cells, 3, where)
+            self.meaning.setdefault(_int(cells, 0, where), []).append(
+                (_string(cells, 1, where), _string(cells, 2, where))
             )
         elif section == _SETTINGS:
-            key, value = (_string(c, where) for c in _arity(cells, 2, where))
-            if any(key == k for k, _ in settings):
+            _arity(cells, 2, where)
+            key, value = _string(cells, 0, where), _string(cells, 1, where)
+            if key in self.setting_keys:
                 raise DocumentError(f"{where}: setting {key[:60]!r} appears twice")
-            settings.append((key, value))
-        elif section == _SOURCES and sources is not None:
-            position, name = _arity(cells, 2, where)
-            if _int(position, where) != len(sources):
+            self.setting_keys.add(key)
+            self.settings.append((key, value))
+        elif section == _SOURCES and self.sources is not None:
+            _arity(cells, 2, where)
+            if _int(cells, 0, where) != len(self.sources):
                 raise DocumentError(f"{where}: sources must be numbered 0, 1, ... in order")
-            sources.append(_string(name, where))
+            self.sources.append(_string(cells, 1, where))
         else:
             raise DocumentError(f"{where}: a row outside the [operators] section")
-    if pending is not None:
-        raise DocumentError(f"{pending[0]}: the schema's struct<...> is never closed")
-    for (state_number, store_name), parts in schemas.items():
-        stores.setdefault(state_number, []).append(
-            StateStore(store_name, parts.get("key"), parts.get("value"))
-        )
-    mode = job.get("mode", "streaming")
-    if mode not in ("streaming", "batch"):
-        raise DocumentError(f'{origin}: mode must be "streaming" or "batch"')
-    engine = job.get("engine", "")  # format 1: none; the registry finds the engine claiming it
-    if (stores or meaning) and states is None:
-        raise DocumentError(f"{origin}: state stores or meaning without [state operators]")
-    if states is not None and (stores or meaning):
-        known = {s.state_operator_id for s in states}
-        for section_name, numbers in ((_STORES, stores), (_MEANING, meaning)):
-            for state_number in numbers:
-                if state_number not in known:
-                    raise DocumentError(
-                        f"{origin}: {section_name} names state {state_number}, "
-                        "which [state operators] does not list"
-                    )
-        states = [
-            StateOperator(
-                s.state_operator_id,
-                s.operator_id,
-                s.name,
-                s.kind,
-                tuple(stores.get(s.state_operator_id, ())),
-                tuple(meaning.get(s.state_operator_id, ())),
+
+    def _check_whole(self) -> None:
+        """A snapshot cut short (a crash of another tool, a bad merge, a truncated copy) must
+        not read as a job of fewer operators, or of none: every change would pass against it.
+
+        Format 5 ends with an ``[end]`` line, so a cut anywhere is found. Older formats have
+        none: a cut inside a table leaves the sections after it missing ([job vertices] comes
+        after the operators), or a row cut mid-cell, which the rows' checks reject, and a cut
+        at a line end of the last table an operator naming a job vertex no row lists. A
+        stateful job's snapshot (``[state operators]``) was always written with ``[sources]``
+        last, so one without it was cut before its schemas, meaning or sources."""
+        after = f"(cut short after line {self.lines}?)"
+        for title in _REQUIRED[self.version]:
+            if title not in self.seen:
+                raise DocumentError(
+                    f"{self.origin}: snapshot file is damaged: it has no {title} section {after}"
+                )
+        if self.version >= 5 and not self.ended:
+            raise DocumentError(
+                f"{self.origin}: snapshot file is damaged: it has no {_END} line, which every "
+                f"format {self.version} snapshot ends with {after}"
             )
-            for s in states
-        ]
-    _check_whole(lines, version, origin)
-    fp = _assemble(ops, vertices, states, origin)
-    operators = fp.operators
-    job_vertices = fp.job_vertices
-    if details:
-        operators = tuple(
-            op._replace(max_parallelism=details[op.node][0], stateful=details[op.node][1])
-            if op.node in details
-            else op
-            for op in operators
+        if 2 <= self.version <= 4 and self.states and self.sources is None:
+            raise DocumentError(
+                f"{self.origin}: snapshot file is damaged: it has stateful operators but no "
+                f"{_SOURCES} section {after}; recreate it with pytest --snapshot-update"
+            )
+
+    def _finish(self) -> Fingerprint:
+        origin = self.origin
+        stores = self.stores
+        meaning = self.meaning
+        for (state_number, store_name), parts in self.schemas.items():
+            stores.setdefault(state_number, []).append(
+                StateStore(store_name, parts.get("key"), parts.get("value"))
+            )
+        mode = self.job.get("mode", "streaming")
+        if mode not in ("streaming", "batch"):
+            raise DocumentError(f'{origin}: mode must be "streaming" or "batch"')
+        engine = self.job.get("engine", "")  # format 1: none; the registry finds the engine
+        states = self.states
+        if (stores or meaning) and states is None:
+            raise DocumentError(f"{origin}: state stores or meaning without [state operators]")
+        if states is not None and (stores or meaning):
+            known = {s.state_operator_id for s in states}
+            for section_name, numbers in ((_STORES, stores), (_MEANING, meaning)):
+                for state_number in numbers:
+                    if state_number not in known:
+                        raise DocumentError(
+                            f"{origin}: {section_name} names state {state_number}, "
+                            "which [state operators] does not list"
+                        )
+            states = [
+                StateOperator(
+                    s.state_operator_id,
+                    s.operator_id,
+                    s.name,
+                    s.kind,
+                    tuple(stores.get(s.state_operator_id, ())),
+                    tuple(meaning.get(s.state_operator_id, ())),
+                )
+                for s in states
+            ]
+        self._check_whole()
+        fp = _assemble(self.ops, self.vertices, states, origin)
+        operators = fp.operators
+        job_vertices = fp.job_vertices
+        details = self.details
+        if details:
+            operators = tuple(
+                op._replace(max_parallelism=details[op.node][0], stateful=details[op.node][1])
+                if op.node in details
+                else op
+                for op in operators
+            )
+            # A chain's max parallelism is its head's; the head's ID is the chain's ID.
+            head = {op.operator_id: op.max_parallelism for op in operators}
+            job_vertices = tuple(
+                v._replace(max_parallelism=head.get(v.id, -1)) for v in job_vertices
+            )
+        return Fingerprint(
+            operators,
+            job_vertices,
+            fp.state_operators,
+            engine,
+            mode,
+            None if self.sources is None else tuple(self.sources),
+            None,
+            None if self.plan is None else tuple(self.plan),
+            tuple(self.settings),
         )
-        # A chain's max parallelism is its head's; the head's ID is the chain's ID.
-        head = {op.operator_id: op.max_parallelism for op in operators}
-        job_vertices = tuple(v._replace(max_parallelism=head.get(v.id, -1)) for v in job_vertices)
-    return Fingerprint(
-        operators,
-        job_vertices,
-        fp.state_operators,
-        engine,
-        mode,
-        None if sources is None else tuple(sources),
-        None,
-        None if plan is None else tuple(plan),
-        tuple(settings),
-    )
 
 
 def _plan_line(raw: str, above: str | None, where: str) -> str:
@@ -498,182 +601,15 @@ def _plan_line(raw: str, above: str | None, where: str) -> str:
     return " " * depth + value
 
 
-# -- the fast path --------------------------------------------------------------------------------
-#
-# A snapshot written by dumps() (or edited by hand without surprises) is read a section at a
-# time: one findall of a strict row pattern over the whole section tokenizes and checks every
-# row in C, and columns are then converted with map and zip. The patterns accept a subset of
-# what the precise reader accepts (single spaces or more between cells, lower-case IDs, strings
-# without raw control characters), with the same tokens. Anything else makes the fast path
-# return None, and the precise reader reads the text again, so every message and every corner
-# of the format stay the precise reader's. The fast path never accepts a text the precise
-# reader rejects, and reads what it accepts to the same value
-# (tests/core/test_snapshot_speed_paths.py holds it to that).
-
-_ID = "[0-9a-f]{32}"
-_NUMBER = "-?[0-9]{1,10}"
-#: The inside of a JSON string: no raw control character or lone surrogate (json.loads or the
-#: precise reader rejects them), escapes left for json.loads to check.
-_INSIDE = (
-    r'[^"\\\x00-\x1f\ud800-\udfff]*(?:\\[^\x00-\x1f\ud800-\udfff][^"\\\x00-\x1f\ud800-\udfff]*)*'
-)
-#: Every line of a section matches one alternative: a row (groups), a comment or nothing.
-_ROW_PATTERNS = {
-    _JOB: re.compile(rf'^(?:(engine|mode) +"({_INSIDE})"|#.*|)$', re.MULTILINE),
-    _OPERATORS: re.compile(
-        rf'^(?:([^\s"#][^\s"]*) +({_ID}) +(-|{_ID}) +({_NUMBER}) +({_NUMBER}) +'
-        rf'(-(?= )|"{_INSIDE}") *"({_INSIDE})"|#.*|)$',
-        re.MULTILINE,
-    ),
-    _DETAILS: re.compile(rf"^(?:({_NUMBER}) +({_NUMBER}) +(true|false|-)|#.*|)$", re.MULTILINE),
-    _VERTICES: re.compile(
-        rf'^(?:([^\s"#][^\s"]*) +({_ID}) +({_NUMBER}) +"({_INSIDE})"|#.*|)$', re.MULTILINE
-    ),
-}
-_FLAGS: dict[str, bool | None] = {"true": True, "false": False, _NONE: None}
-_Rows = list[tuple[str, ...]]
-
-
-def _fast_loads(text: str, version: int) -> Fingerprint | None:
-    """:func:`loads` for well-formed text, or ``None`` for the precise reader to take over."""
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")  # the precise reader strips each line
-    chunks = text.split("\n[")
-    if any(line and line[0] != "#" for line in chunks[0].split("\n")[1:]):
-        return None  # a row before the first section
-    sections: dict[str, _Rows] = {}
-    for chunk in chunks[1:]:
-        title, _, body = chunk.partition("\n")
-        name = "[" + title.rstrip()
-        pattern = _ROW_PATTERNS.get(name)
-        if pattern is None or name in sections:
-            return None  # [state operators], [sources], ...: the precise reader
-        if version == 1 and name not in (_OPERATORS, _VERTICES):
-            return None
-        lines = pattern.findall(body)
-        if len(lines) != body.count("\n") + 1:
-            return None  # a line that is neither a plain row nor a comment
-        sections[name] = [row for row in lines if row[1]]
-    keys = [key for key, _ in sections.get(_JOB, [])]
-    values = [value for _, value in sections.get(_JOB, [])]
-    if len(set(keys)) != len(keys) or not _unescape(values):
-        return None  # a repeated key (the precise reader names it), or a malformed escape
-    job = dict(zip(keys, values, strict=True))
-    mode = job.get("mode", "streaming")
-    if mode not in ("streaming", "batch"):
-        return None
-    return _fast_assemble(
-        _columns_of(sections.get(_OPERATORS, []), 7),
-        _columns_of(sections.get(_VERTICES, []), 4),
-        sections.get(_DETAILS, []),
-        job.get("engine", ""),
-        mode,
-    )
-
-
-def _columns_of(rows: _Rows, width: int) -> list[list[str]]:
-    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
-
-
-def _fast_assemble(
-    operators: list[list[str]],
-    vertices: list[list[str]],
-    details: _Rows,
-    engine: str,
-    mode: str,
-) -> Fingerprint | None:
-    """The :class:`Fingerprint` the precise reader builds from the same rows."""
-    labels, ids, user_cells, par_cells, node_cells, uid_cells, names = operators
-    v_labels, v_ids, v_pars, v_names = vertices
-    if len(set(v_labels)) != len(v_labels):
-        return None  # the precise reader's last-one-wins; rare enough to leave to it
-    uids: list[str | None] = [None if c == _NONE else c[1:-1] for c in uid_cells]
-    if not (_unescape(names) and _unescape(v_names) and _unescape(uids)):
-        return None
-    vertex_of: dict[str, str | None] = dict(zip(v_labels, v_ids, strict=True))
-    vertex_of[_NONE] = None  # "-": in no job vertex, whatever [job vertices] lists
-    if not vertex_of.keys() >= set(labels):
-        return None
-    job_vertex = list(map(vertex_of.__getitem__, labels))
-    users = [None if u == _NONE else u for u in user_cells]
-    nodes = list(map(int, node_cells))
-    number = {cell: int(cell) for cell in set(par_cells)}  # a few distinct parallelisms
-    pars = list(map(number.__getitem__, par_cells))
-    count = len(ids)
-    if details and count:
-        # A repeated node: the last row wins, as in the precise reader.
-        table = {int(n): (int(m), _FLAGS[f]) for n, m, f in details}
-        unset = (-1, None)
-        max_pars, stateful = (
-            list(c) for c in zip(*map(table.get, nodes, repeat(unset)), strict=True)
-        )
-        head = dict(zip(ids, max_pars, strict=True))  # a chain's max parallelism is its head's
-        v_max = [head.get(v, -1) for v in v_ids]
-    else:
-        max_pars, stateful = [-1] * count, [None] * count
-        v_max = [-1] * len(v_ids)
-    rows = zip(nodes, names, ids, users, uids, pars, job_vertex, max_pars, stateful, strict=True)
-    ops = tuple(map(tuple.__new__, repeat(OperatorFingerprint), rows))
-    chained = list(map(tuple.__new__, repeat(ChainedOperator), zip(ids, users, strict=True)))
-    members: dict[str, list[int]] = {label: [] for label in v_labels}
-    members[_NONE] = []
-    # members[label].append(i) for every operator, in C.
-    list(map(list.append, map(members.__getitem__, labels), range(count)))
-    groups = [members[label] for label in v_labels]
-    job_vertices = tuple(
-        map(
-            tuple.__new__,
-            repeat(JobVertex),
-            zip(
-                v_ids,
-                v_names,
-                map(int, v_pars),
-                [tuple(map(chained.__getitem__, g)) for g in groups],
-                [tuple(map(nodes.__getitem__, g)) for g in groups],
-                v_max,
-                strict=True,
-            ),
-        )
-    )
-    return Fingerprint(ops, job_vertices, None, engine, mode, None)
-
-
-def _unescape(values: list[Any]) -> bool:
-    """Decode, in place, the values (strings, or ``None`` for ``-``) that hold escapes, as the
-    precise reader decodes a cell; ``False`` where one is malformed. One join tells whether any
-    value has an escape at all (the usual answer: none)."""
-    if "\\" not in "".join(filter(None, values)):
-        return True
-    for i, value in enumerate(values):
-        if value is not None and "\\" in value:
-            decoded = _plain_string(f'"{value}"')
-            if decoded is None:
-                return False
-            values[i] = decoded
-    return True
-
-
-def _plain_string(cell: str) -> str | None:
-    """:func:`_string` without the message: the value, or ``None`` where it would raise."""
-    if not cell.startswith('"'):
-        return None
-    try:
-        value = json.loads(cell)
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    if not isinstance(value, str) or _SURROGATE.search(value):
-        return None
-    return value
-
-
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
     """Whether the file at ``path`` is an ``.opid`` snapshot, by its first bytes. Only a
     regular file is opened (a FIFO without a writer would block ``open`` forever)."""
     try:
         with open_regular(path) as f:
-            return f.read(len(PREFIX)) == PREFIX.encode()
+            head = f.read(len(PREFIX) + len(_BOM_UTF8))
     except (DocumentError, OSError, TypeError, ValueError):
         return False  # the caller's reader reports the problem with the file
+    return head.removeprefix(_BOM_UTF8).startswith(PREFIX.encode())
 
 
 def read_snapshot(path: str | os.PathLike[str]) -> Fingerprint:
@@ -726,10 +662,6 @@ def _assemble(
     return Fingerprint(tuple(operators), job_vertices, None if states is None else tuple(states))
 
 
-#: A format 3 ``[state stores]`` row: state, store, part, and the schema (the rest of the line).
-_STORE_ROW = re.compile(r'(-?[0-9]{1,10})\s+("(?:[^"\\]|\\.)*")\s+(key|value)\s+(\S.*)')
-
-
 def _store_schema(
     schemas: dict[tuple[int, str], dict[str, str | None]],
     where: str,
@@ -745,7 +677,9 @@ def _store_schema(
     if cell == _NONE:
         parts[part] = None
     elif cell.startswith('"'):
-        parts[part] = _string(cell, where)
+        quoted = _cells(cell, where)
+        _arity(quoted, 1, where)
+        parts[part] = _string(quoted, 0, where)
     else:
         try:
             parts[part] = schema_json(cell)
@@ -753,35 +687,79 @@ def _store_schema(
             raise DocumentError(f"{where}: malformed {part} schema: {exc}") from None
 
 
-def _cells(line: str, where: str) -> list[str]:
-    return _TOKEN.findall(line)
+def _cells(line: str, where: str) -> _Cells:
+    return _cells_and_rest(line, -1)[0]
 
 
-def _arity(cells: list[str], count: int, where: str) -> list[str]:
+def _cells_and_rest(line: str, count: int) -> tuple[_Cells, str]:
+    """The first ``count`` cells of a stripped line (all where ``count`` is -1) and the rest of
+    the line after them. A quoted cell is decoded by the json module's C scanner (strict: no raw
+    control characters), in time and memory linear in the cell; a cell that is not valid JSON
+    string text is kept as written, and :func:`_string` refuses it."""
+    cells = _Cells()
+    quoted: list[bool] = []
+    cells.quoted = quoted
+    at = 0
+    end = len(line)
+    while at < end and len(cells) != count:
+        if line[at] == '"':
+            try:
+                value, after = scanstring(line, at + 1, True)
+            except ValueError:  # unterminated, a raw control character, a bad escape
+                match = _BARE.match(line, at)
+                assert match is not None
+                cells.append(match.group())
+                quoted.append(False)
+                at = _SPACES.match(line, match.end()).end()  # type: ignore[union-attr]
+                continue
+            cells.append(value)
+            quoted.append(True)
+            at = _SPACES.match(line, after).end()  # type: ignore[union-attr]
+            continue
+        match = _BARE.match(line, at)
+        assert match is not None  # the line is stripped and ``at`` is past white space
+        cells.append(match.group())
+        quoted.append(False)
+        at = _SPACES.match(line, match.end()).end()  # type: ignore[union-attr]
+    return cells, line[at:]
+
+
+def _arity(cells: list[str], count: int, where: str) -> None:
     if len(cells) != count:
         raise DocumentError(f"{where}: expected {count} columns, found {len(cells)}")
-    return cells
 
 
-def _string(cell: str, where: str) -> str:
-    if not cell.startswith('"'):
-        raise DocumentError(f"{where}: expected a quoted string, found {cell[:40]}")
-    try:
-        value = json.loads(cell)
-    except (json.JSONDecodeError, RecursionError):
-        raise DocumentError(f"{where}: malformed quoted value {cell[:40]}") from None
-    if not isinstance(value, str) or _SURROGATE.search(value):
-        raise DocumentError(f"{where}: malformed quoted value {cell[:40]}")
-    return value
+def _bare(cells: _Cells, i: int, word: str) -> bool:
+    return not cells.quoted[i] and cells[i] == word
 
 
-def _hex(cell: str, where: str) -> str:
-    if not _HEX_ID.fullmatch(cell):
-        raise DocumentError(f"{where}: {cell[:40]!r} is not a 32-digit hex ID")
+def _bare_cell(cells: _Cells, i: int, where: str) -> str:
+    """A job vertex label (``v1``, or ``-``): written bare, never quoted."""
+    if cells.quoted[i]:
+        raise DocumentError(f"{where}: a job vertex label is written without quotes")
+    return cells[i]
+
+
+def _string(cells: _Cells, i: int, where: str) -> str:
+    cell = cells[i]
+    if not cells.quoted[i]:
+        if cell.startswith('"'):
+            raise DocumentError(f"{where}: malformed quoted value {printable(cell[:40])}")
+        raise DocumentError(f"{where}: expected a quoted string, found {printable(cell[:40])}")
+    if _SURROGATE.search(cell):
+        raise DocumentError(f"{where}: malformed quoted value {quote(cell[:40])}")
+    return cell
+
+
+def _hex(cells: _Cells, i: int, where: str) -> str:
+    cell = cells[i]
+    if cells.quoted[i] or not _HEX_ID.fullmatch(cell):
+        raise DocumentError(f"{where}: {printable(cell[:40])!r} is not a 32-digit hex ID")
     return cell.lower()
 
 
-def _int(cell: str, where: str) -> int:
-    if not _INT.fullmatch(cell):
-        raise DocumentError(f"{where}: invalid literal for an integer: {cell[:40]!r}")
+def _int(cells: _Cells, i: int, where: str) -> int:
+    cell = cells[i]
+    if cells.quoted[i] or not _INT.fullmatch(cell):
+        raise DocumentError(f"{where}: invalid literal for an integer: {printable(cell[:40])!r}")
     return int(cell)

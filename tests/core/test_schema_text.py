@@ -229,7 +229,7 @@ def test_the_snapshot_writes_each_schema_on_its_row_in_ddl_and_reads_it_back():
         StateStore("_properties", None, PROPERTIES),
     )
     text = dumps(fp)
-    assert text.startswith(HEADER + "\n") and HEADER.endswith("format 4")
+    assert text.startswith(HEADER + "\n") and HEADER.endswith("format 5")
     section = text.split("[state stores]\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert section[0].split() == ["#", "state", "store", "part", "schema"]
     rows = [line.split(None, 3) for line in section[1:]]

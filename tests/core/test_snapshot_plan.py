@@ -29,7 +29,8 @@ def test_the_plan_is_written_as_an_indented_tree_and_read_back():
     text = dumps(_fp())
     assert "\n[plan]\n" in text and "\n[settings]\n" in text
     body = text.split("\n[plan]\n", 1)[1].splitlines()
-    assert body[1:] == list(PLAN)  # after the section's comment line: the lines as they are
+    # after the section's comment line: the lines as they are, then format 5's end line
+    assert body[1:] == [*PLAN, "", "[end]"]
     assert '"spark.sql.shuffle.partitions"  "4"' in text
     back = loads(text)
     assert back == _fp() and back.plan == PLAN and back.settings == SETTINGS
@@ -54,7 +55,7 @@ def test_a_fingerprint_without_plan_or_settings_writes_neither():
 def test_plan_lines_stay_one_line_and_read_back_exactly(content):
     fp = _fp(("Root", "  " + content))
     text = dumps(fp)
-    plan_part = text.split("\n[plan]\n", 1)[1]
+    plan_part = text.split("\n[plan]\n", 1)[1].split("\n\n[end]\n")[0]
     assert len(plan_part.rstrip("\n").split("\n")) == 3  # comment, root, the line
     assert loads(text).plan == fp.plan
 
@@ -79,7 +80,7 @@ def test_a_malformed_plan_line_is_refused_naming_its_line(lines, message):
 
 
 def test_format_4_sections_in_a_format_3_file_are_refused():
-    text = dumps(_fp()).replace("format 4", "format 3", 1)
+    text = dumps(_fp()).replace("format 5", "format 3", 1).replace("\n[end]\n", "\n")
     with pytest.raises(DocumentError, match=r"section \[settings\] does not exist in format 3"):
         loads(text)
 
@@ -93,11 +94,11 @@ def test_a_repeated_setting_or_plan_section_is_refused():
     with pytest.raises(DocumentError, match="appears twice"):
         loads(twice)
     with pytest.raises(DocumentError, match=r"a second \[plan\] section"):
-        loads(text + "\n[plan]\nRoot\n")
+        loads(text.replace("\n[end]\n", "\n[plan]\nRoot\n\n[end]\n"))
 
 
 def test_a_format_3_snapshot_still_reads_without_plan_or_settings():
-    text = dumps(_fp(None, ())).replace("format 4", "format 3", 1)
+    text = dumps(_fp(None, ())).replace("format 5", "format 3", 1).replace("\n[end]\n", "\n")
     back = loads(text)
     assert back.plan is None and back.settings == ()
 

@@ -92,7 +92,10 @@ def test_spark_state_operators_round_trip():
         (f"{HEADER}\n[operators]\nv1 {'a' * 32} - 4 1 -\n", "line 3: expected 7 columns"),
         (f'{HEADER}\n[operators]\nv1 {"a" * 32} - four 1 - "x"\n', "line 3: invalid literal"),
         (f"{HEADER}\n[operators]\nv1 {'a' * 32} - 4 1 - x\n", "line 3: expected a quoted"),
-        (f'{HEADER}\n[job]\n[operators]\nv9 {"a" * 32} - 4 1 - "x"\n[job vertices]\n', "vertex v9"),
+        (
+            f'{HEADER}\n[job]\n[operators]\nv9 {"a" * 32} - 4 1 - "x"\n[job vertices]\n[end]\n',
+            "vertex v9",
+        ),
     ],
 )
 def test_unreadable_snapshots_name_the_line(text, message):
