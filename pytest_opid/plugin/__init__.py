@@ -33,7 +33,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_opid.comparison import Check
+    from pytest_opid.comparison import Check, Comparison
     from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = ["MARKER", "OpidRestoreWarning", "OpidSnapshotWarning", "Recorder"]
@@ -45,6 +45,7 @@ MARKER_SIGNATURE = (
     "allow_reinterpreted_state=False"
 )
 _CHECKS = ("default", "ids", "chains", "both")
+_UPDATE = "pytest --snapshot-update"
 _MARKER_ARGUMENTS = {
     "check",
     "name",
@@ -183,6 +184,19 @@ def pytest_configure(config: pytest.Config) -> None:
 class _Entry:
     key: int | str  # syrupy's snapshot index: a number, or a name (``test[name]``)
     fingerprint: Fingerprint
+
+
+@dataclass
+class _Judged:
+    """One recorded topology judged against its snapshot (:meth:`Recorder._judge`)."""
+
+    entry: _Entry
+    text: str  # the snapshot text of the recorded fingerprint
+    title: str
+    where: str
+    failure: str | None = None
+    write: bool = False  # under --snapshot-update, once every check passed
+    comparison: Comparison | None = None  # passed, though the texts differ
 
 
 class Recorder:
@@ -335,7 +349,24 @@ class Recorder:
         return failures
 
     def _verify(self) -> list[str]:
-        """Assert every recorded topology against its snapshot; the failure messages."""
+        """Judge every recorded topology, then, only if every judgement passed, let syrupy
+        record (and under ``--snapshot-update`` write) the snapshots; the failure messages.
+
+        Each snapshot is read and compared with the recorded fingerprint once
+        (:meth:`_judge`): that one comparison decides pass or fail, words the failure and gives
+        the warnings. ``previous=`` is judged next. Nothing is written before every check of
+        the test has passed, whatever the route (snapshot, ``previous=``, both) and the flags:
+        a test that fails keeps every snapshot it owns byte for byte."""
+        judged = [self._judge(entry) for entry in self._entries]
+        failures = [j.failure for j in judged if j.failure is not None]
+        failures += self._verify_restore()
+        if failures:
+            return failures
+        return self._assert_judged(judged)
+
+    def _judge(self, entry: _Entry) -> _Judged:
+        """Read ``entry``'s snapshot and compare it with the recorded fingerprint, once; writes
+        nothing."""
         from pytest_opid.comparison import Check, compare
         from pytest_opid.errors import DocumentError
         from pytest_opid.io.snapshot import loads
@@ -347,66 +378,101 @@ class Recorder:
         from pytest_opid.render.explain import render
 
         config = self._item.config
+        update = bool(config.option.update_snapshots)
+        extension = TopologySnapshotExtension()
+        location = extension.get_location(test_location=self._location, index=entry.key)
+        name = extension.get_snapshot_name(test_location=self._location, index=entry.key)
+        where = _relative(location, config.rootpath)
+        title = f"Snapshot {name} ({where}):"
+        again = "to replace it, run pytest --snapshot-update"
+        text = extension.serialize(entry.fingerprint)
+        judged = _Judged(entry, text, title, where)
+        try:
+            recalled = extension.read_snapshot_data_from_location(
+                snapshot_location=location, snapshot_name=name, session_id=""
+            )
+        except SnapshotPathError as exc:
+            judged.failure = f"{title} {exc.problem}"
+            return judged
+        except OSError as exc:
+            judged.failure = f"{title} {exc.filename or where}: {exc.strerror or exc}"
+            return judged
+        if recalled == text:
+            return judged
+        judged.write = update  # --snapshot-update: any difference is written back
+        if recalled is None:
+            if not update:
+                judged.failure = (
+                    f"{title}\nno snapshot yet; create it with pytest --snapshot-update"
+                )
+            return judged
+        if isinstance(recalled, Unreadable):
+            if not update:
+                judged.failure = f"{title} {recalled}; {again}"
+            return judged
+        try:
+            old = loads(str(recalled), origin=where)
+        except DocumentError as exc:
+            if not update:
+                judged.failure = f"Snapshot {name}: {exc}; {again}"
+            return judged
+        self._olds[entry.key] = old
+        check = self._check or Check.default_for(entry.fingerprint)
+        try:
+            comparison = compare(
+                old, entry.fingerprint, allow_reinterpreted_state=self._allow_reinterpreted()
+            )
+            broken = comparison.breaks(check)
+            if broken and not update:
+                judged.failure = f"{title}\n{render(comparison, check)}"
+        except DocumentError as exc:
+            if not update:
+                judged.failure = f"{title}\n{exc}; recreate it with pytest --snapshot-update"
+            return judged
+        if not broken:
+            judged.comparison = comparison  # passed although the text differs
+        return judged
+
+    def _assert_judged(self, judged: list[_Judged]) -> list[str]:
+        """Every check passed: tell syrupy, so that it counts the snapshots as used and, under
+        ``--snapshot-update``, writes the ones :meth:`_judge` found different. Its assertions
+        take the verdict as given (``TopologySnapshotExtension.verdict``): nothing is compared
+        again."""
+        from pytest_opid.plugin.extension import SnapshotPathError, TopologySnapshotExtension
+
         numbered = named = None
         failures = []
-        for entry in self._entries:
+        for j in judged:
+            entry = j.entry
             # One assertion numbers the unnamed recordings 0, 1, ... as syrupy does; named
             # ones go through another so that they do not take a number.
             if isinstance(entry.key, int):
                 if numbered is None:
                     numbered = self._assertion(TopologySnapshotExtension)
                 assertion = numbered
-                ok = assertion == entry.fingerprint
+                call = assertion
             else:
                 if named is None:
                     named = self._assertion(TopologySnapshotExtension)
                 assertion = named
-                ok = assertion(name=entry.key) == entry.fingerprint
+                call = assertion(name=entry.key)
+            assertion.extension.verdict = not j.write
+            assertion.extension.text = j.text
+            ok = call == entry.fingerprint
             result = assertion.executions[assertion.num_executions - 1]
             self._asserted.add(result.snapshot_location)
-            where = _relative(result.snapshot_location, config.rootpath)
-            title = f"Snapshot {result.snapshot_name} ({where}):"
-            update = "to replace it, run pytest --snapshot-update"
             if ok:
-                if not (result.created or result.updated) and (
-                    result.recalled_data != result.asserted_data
-                ):
-                    self._stale.append(where)
-                    self._warn_unprotected(result, entry.fingerprint, title)
+                if j.comparison is not None and not j.write:
+                    self._stale.append(j.where)
+                    self._warn_unprotected(j.comparison, j.title)
                 continue
-            # A snapshot that cannot be used gets one short line naming the file.
             if isinstance(result.exception, SnapshotPathError):
-                failures.append(f"{title} {result.exception.problem}")
+                failures.append(f"{j.title} {result.exception.problem}")
             elif isinstance(result.exception, OSError):  # syrupy making the folder, say
                 exc = result.exception
-                failures.append(f"{title} {exc.filename or where}: {exc.strerror or exc}")
-            elif result.exception is not None:
-                failures.append(f"{title}\ncould not be compared: {result.exception!r}")
-            elif result.recalled_data is None:
-                failures.append(
-                    f"{title}\nno snapshot yet; create it with pytest --snapshot-update"
-                )
-            elif isinstance(result.recalled_data, Unreadable):
-                failures.append(f"{title} {result.recalled_data}; {update}")
+                failures.append(f"{j.title} {exc.filename or j.where}: {exc.strerror or exc}")
             else:
-                try:
-                    old = loads(str(result.recalled_data), origin=where)
-                    self._olds[entry.key] = old
-                except DocumentError as exc:
-                    failures.append(f"Snapshot {result.snapshot_name}: {exc}; {update}")
-                    continue
-                # The recorded fingerprint itself, not its snapshot text parsed back.
-                try:
-                    check = self._check or Check.default_for(entry.fingerprint)
-                    comparison = compare(
-                        old,
-                        entry.fingerprint,
-                        allow_reinterpreted_state=self._allow_reinterpreted(),
-                    )
-                    text = render(comparison, check)
-                except DocumentError as exc:
-                    text = f"{exc}; recreate it with pytest --snapshot-update"
-                failures.append(f"{title}\n{text}")
+                failures.append(f"{j.title}\ncould not be written: {result.exception!r}")
         return failures
 
     def _assertion(self, extension_class: type) -> Any:
@@ -416,21 +482,11 @@ class Recorder:
         assertion.extension.exact = bool(self._item.config.option.update_snapshots)
         return assertion
 
-    def _warn_unprotected(self, result: Any, recorded: Fingerprint, title: str) -> None:
+    def _warn_unprotected(self, comparison: Comparison, title: str) -> None:
         """The check passed, but the snapshot misses something the engine's rules say is
         unprotected (typically new operators whose IDs nothing holds stable yet)."""
-        from pytest_opid.comparison import compare
         from pytest_opid.errors import DocumentError
-        from pytest_opid.io.snapshot import loads
 
-        try:
-            comparison = compare(
-                loads(str(result.recalled_data)),
-                recorded,
-                allow_reinterpreted_state=self._allow_reinterpreted(),
-            )
-        except DocumentError:
-            return
         warning = comparison.rules.added_warning(comparison)
         if warning:
             self._item.warn(OpidSnapshotWarning(_safe(f"{title} {warning}")))
@@ -516,7 +572,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             pytrace=False,
         )
     recorder._report()
-    failures = recorder._verify() + recorder._verify_restore()
+    failures = recorder._verify()
     picture = recorder._picture("\n\n".join(failures) if failures else None)
     if failures:
         pytest.fail(_safe("\n\n".join(failures) + picture), pytrace=False)
