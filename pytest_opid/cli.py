@@ -216,7 +216,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write to DEST the copy of DIR to keep in a repository: metadata, offsets, "
         "commits, sources and the state's metadata and schema files, no state data (DEST "
-        "must not exist; the copy is checked to read as DIR)",
+        "must not exist; the copy is checked to read as DIR); regular files only",
+    )
+    checkpoint.add_argument(
+        "--max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --slim: the most bytes the copy may hold in all (default 256 MiB); each "
+        "file also within OPID_MAX_INPUT_BYTES",
     )
     checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
@@ -272,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(str(exc))
         except (OpidError, OSError, TypeError, ValueError, RecursionError) as exc:
             return _fail(_one_line(exc))
+        except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+            return _fail("interrupted")
         problem = _write(output)
         return code if problem is None else _fail(f"cannot write the output: {problem}")
 
@@ -428,9 +438,12 @@ def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
     if args.slim or args.dest is not None:
         if not (args.slim and args.dest is not None) or args.json:
             raise _UsageError("write a trimmed copy with: opid checkpoint --slim DIR DEST")
-        from pytest_opid.spark.slim import slim_copy
+        from pytest_opid.spark.slim import DEFAULT_BUDGET, slim_copy
 
-        return EXIT_OK, slim_copy(args.path, args.dest).summary() + "\n"
+        budget = DEFAULT_BUDGET if args.max_bytes is None else args.max_bytes
+        if budget <= 0:
+            raise _UsageError("--max-bytes takes a positive number of bytes")
+        return EXIT_OK, slim_copy(args.path, args.dest, budget).summary() + "\n"
     checkpoint = read_checkpoint(args.path)
     if args.json:
         data = checkpoint.to_dict()

@@ -5,6 +5,10 @@ one line and exit 2, and an existing DEST is never touched."""
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +140,122 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert err.startswith("error: " + message.format(**names)) and err.count("\n") == 1
     assert "Traceback" not in err
     assert not (tmp_path / "d").exists()
+
+
+# -- issue 31, finding 1: regular files only, a budget, DEST only when complete -----------------
+
+
+def _source(tmp_path: Path) -> Path:
+    return extract(CASES["dedup_then_agg__no_change__100034"], tmp_path) / "checkpoint"
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.endswith(".tmp"))
+
+
+def _refused(capsys, src: Path, dest: Path, *extra: str) -> str:
+    code = main(["checkpoint", "--slim", *extra, str(src), str(dest)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert not dest.exists() and _leftovers(dest.parent) == []
+    return err
+
+
+def test_a_fifo_where_a_kept_file_should_be_is_refused_naming_it(tmp_path, capsys):
+    """Before: copyfile() waited on the FIFO for ever."""
+    src = _source(tmp_path)
+    os.mkfifo(src / "sources" / "pipe")
+    err = _refused(capsys, src, tmp_path / "kept")
+    assert err.startswith(f"error: {src / 'sources' / 'pipe'}: it is a FIFO (named pipe)")
+
+
+def test_a_character_device_where_a_kept_file_should_be_is_refused(tmp_path, capsys):
+    """Before: a device under sources/ (tar x as root makes one) was copied without end."""
+    src = _source(tmp_path)
+    device = src / "sources" / "zero"
+    zero = os.stat("/dev/zero").st_rdev
+    try:
+        os.mknod(device, 0o600 | stat.S_IFCHR, zero)
+    except PermissionError:  # not root: the same path as a FIFO's, through a link's target
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    err = _refused(capsys, src, tmp_path / "kept")
+    assert err.startswith(f"error: {device}: it is a device, not a regular file")
+
+
+def test_a_file_over_the_budget_is_refused_before_anything_is_written(tmp_path, capsys):
+    """Before: a 3 GB sparse junk file was written out dense."""
+    src = _source(tmp_path)
+    junk = src / "sources" / "junk"
+    with open(junk, "wb") as f:
+        f.truncate(3 * 1024**3)  # sparse: no disk used
+    err = _refused(capsys, src, tmp_path / "kept")
+    assert err.startswith(f"error: {junk}: 3072.0 MB, over the 256.0 MB a kept file may hold")
+
+
+def test_the_budget_in_all_is_a_flag(tmp_path, capsys):
+    from pytest_opid.spark.slim import _plan
+
+    src = _source(tmp_path)
+    sizes = _plan(src, 10**9)[0].values()
+    budget = max(sizes)  # every file fits, all of them do not
+    assert sum(sizes) > budget
+    err = _refused(capsys, src, tmp_path / "kept", "--max-bytes", str(budget))
+    assert "the copy would exceed " in err and "in all; raise it with --max-bytes" in err
+    _slim(capsys, src, tmp_path / "kept")  # the default budget holds the whole copy
+
+
+def test_a_link_is_skipped_and_listed(tmp_path, capsys):
+    src = _source(tmp_path)
+    (src / "sources" / "elsewhere").symlink_to(tmp_path)
+    out = _slim(capsys, src, tmp_path / "kept")
+    assert out.splitlines()[1] == "skipped 1 symbolic links (not followed): sources/elsewhere"
+    assert not (tmp_path / "kept" / "sources" / "elsewhere").exists()
+
+
+def test_ctrl_c_removes_the_partial_copy_and_is_one_line(tmp_path, capsys, monkeypatch):
+    """Before: a traceback (KeyboardInterrupt escaped main())."""
+    from pytest_opid.spark import slim
+
+    real = slim._copy_file
+    calls = []
+
+    def interrupted(*args: Any) -> int:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(slim, "_copy_file", interrupted)
+    err = _refused(capsys, _source(tmp_path), tmp_path / "kept")
+    assert (
+        err == f"error: {tmp_path / 'kept'}: interrupted; the partial copy was removed, "
+        "nothing was written\n"
+    )
+
+
+def test_sigterm_removes_the_partial_copy_and_is_one_line(tmp_path):
+    """Before: the process died at once and left a half-written DEST."""
+    src, dest = _source(tmp_path), tmp_path / "kept"
+    script = (
+        "import os, signal, sys\n"
+        "from pytest_opid.spark import slim\n"
+        "from pytest_opid.cli import main\n"
+        "real = slim._copy_file\n"
+        "def term(*args):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(*args)\n"
+        "slim._copy_file = term\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "checkpoint", "--slim", str(src), str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert (
+        done.stderr == f"error: {dest}: interrupted; the partial copy was removed, "
+        "nothing was written\n"
+    )
+    assert not dest.exists() and _leftovers(tmp_path) == []
