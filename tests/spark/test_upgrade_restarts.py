@@ -144,6 +144,10 @@ REFUSED_AFTER_UPGRADE = {
     # the join's event time not nullable, the outer join's is
     "join_inner_to_left_outer": "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
     "join_inner_to_full_outer": "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    # refused by 4.0.5 on its own checkpoints too, restarted by 4.3.0 on its own (survey)
+    "count_to_sum_same_name": "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "tumbling_to_sliding_window": "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+    "join_left_outer_to_right_outer": "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
 }
 #: Restarted, and the table is not B's from scratch (nor meant to differ).
 WRONG_RESULTS_AFTER_UPGRADE = {
