@@ -40,7 +40,7 @@ from pytest_opid.restore import check_restore
 from pytest_opid.result import Fingerprint
 from pytest_opid.spark.checkpoint import read_checkpoint, watermark_iso
 from pytest_opid.spark.checkpoint import render_text as render_checkpoint
-from pytest_opid.text import escape_unsafe, escape_unsafe_utf8
+from pytest_opid.text import escape_unsafe, escape_unsafe_utf8, safe_text
 
 __all__ = ["main"]
 
@@ -523,9 +523,9 @@ def _write(output: str | _JsonOutput) -> str | None:
             else:
                 output.write(stream)
         elif stream is None:
-            sys.stdout.write(output)
+            sys.stdout.write(safe_text(output))
         else:
-            stream.write(output.encode("utf-8", "backslashreplace"))
+            stream.write(safe_text(output).encode("utf-8", "backslashreplace"))
         sys.stdout.flush()
     except BrokenPipeError:  # `opid fingerprint big.json | head`: the reader left
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -548,12 +548,12 @@ def _one_line(exc: BaseException) -> str:
     message = str(exc) or type(exc).__name__
     if isinstance(exc, RecursionError):
         message = "the input is nested too deeply"
-    line = " ".join(message.split())
+    line = " ".join(safe_text(message).split())  # escaped first: a \r is named, not dropped
     return line if len(line) <= _MAX_ERROR else line[: _MAX_ERROR - 3] + "..."
 
 
 def _fail(message: str) -> int:
-    text = f"error: {message}\n".encode("utf-8", "backslashreplace").decode("utf-8")
+    text = safe_text(f"error: {message}\n").encode("utf-8", "backslashreplace").decode("utf-8")
     try:
         sys.stderr.write(text)
         sys.stderr.flush()

@@ -20,6 +20,7 @@ __all__ = [
     "printable",
     "quote",
     "quote_all",
+    "safe_text",
 ]
 
 # Characters json.dumps(ensure_ascii=False) leaves raw that still break or disguise a line:
@@ -36,6 +37,23 @@ _UNSAFE_UTF8 = re.compile(
     rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbb\xbf"
     rb"|\xed[\xa0-\xbf]"
 )
+
+
+# What must not reach a terminal raw in any message, table or path, whatever it quotes: the C0
+# controls but tab and newline (ANSI escapes, OSC, BEL, carriage returns), DEL and C1, NEL, the
+# line and paragraph separators, bidi marks, embeddings, overrides and isolates (U+061C too),
+# the BOM, and lone surrogates (a path's undecodable bytes).
+_UNSAFE_IN_TEXT = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+    "\ufeff\ud800-\udfff]"
+)
+
+
+def safe_text(text: str) -> str:
+    """``text`` as printed by every command and failure message: each character that could
+    forge or hide a line written as ``\\uXXXX``, tabs and newlines kept. Text already escaped
+    (by :func:`quote`) holds none of them, so it is never escaped twice."""
+    return _UNSAFE_IN_TEXT.sub(_escape, text) if _UNSAFE_IN_TEXT.search(text) else text
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,12 +53,6 @@ _MARKER_ARGUMENTS = {
     "allow_reinterpreted_state",
 }
 _NAME_FORBIDDEN = set('\\/?*:|"<>[]')
-# What must not reach a terminal raw, whatever a message quotes: C0/C1 controls but tab and
-# newline (ANSI escapes, carriage returns), NEL, line/paragraph separators, bidi controls, BOM.
-# Names are quoted (pytest_opid.text.quote) already; this is the last line of defence.
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
-)
 
 
 class OpidRestoreWarning(UserWarning):
@@ -755,8 +748,11 @@ def _collision(mine: tuple[str, int | str], other: tuple[str, int | str], where:
 
 
 def _safe(text: str) -> str:
-    """``text`` with every character that could forge or hide a line escaped (``\\uXXXX``)."""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """``text`` with every character that could forge or hide a line escaped (``\\uXXXX``):
+    the core's one escaping (:func:`pytest_opid.text.safe_text`), imported when first used."""
+    from pytest_opid.text import safe_text
+
+    return safe_text(text)
 
 
 # -- the report ---------------------------------------------------------------------------------

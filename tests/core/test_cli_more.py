@@ -159,3 +159,30 @@ def test_program_arguments_are_for_jars(capsys, tmp_path):
     doc.write_text(json.dumps({"nodes": [{"id": 1, "name": "S"}], "edges": []}))
     code, out, err = run(capsys, "fingerprint", str(doc), "--main-class", "x.Main")
     assert code == 2 and out == "" and "JOB.jar" in err
+
+
+# -- issue 31, finding 7: one escaping of paths for every command's errors and output ---------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fingerprint", "{bad}"],
+        ["render", "{bad}"],
+        ["diff", "{bad}", "{bad}"],
+        ["check-restore", "{bad}", "{bad}"],
+        ["checkpoint", "--slim", "{bad}", "{dest}"],
+    ],
+)
+@pytest.mark.parametrize("char", ["\x1b", "\x07", "\u202e", "\x9b", "\u061c", "\r"])
+def test_a_path_s_control_characters_never_reach_the_terminal_raw(tmp_path, capsys, argv, char):
+    from pytest_opid.cli import main
+
+    names = {"bad": str(tmp_path / f"x{char}]0;owned{char}y"), "dest": str(tmp_path / "d")}
+    code = main([a.format(**names) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert char not in out + err, (out, err)
+    # the core's escape, or a reader's JSON quoting of the path (the checkpoint reader's "\r")
+    escaped = {f"\\u{ord(char):04x}", json.dumps(char)[1:-1]}
+    assert any(e in err for e in escaped) and err.count("\n") == 1
