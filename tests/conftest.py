@@ -65,3 +65,52 @@ def _import_the_whole_package() -> None:
 
 
 _import_the_whole_package()
+
+
+# -- PySpark lines ---------------------------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "spark_line(version, reason): the test needs Spark `version` (X.Y) or later; on an older "
+        "installed PySpark it is deselected (counted in the summary), not skipped",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests whose ``spark_line`` is newer than the installed PySpark's line, and
+    say once how many and why: a feature that line lacks (transformWithState before 4.0), or
+    real-engine data whose truth is a newer line's restarts."""
+    from pytest_opid.spark.versions import installed_line, installed_version, parse_line
+
+    if installed_version() is None:
+        return
+    have = installed_line()
+    kept, dropped = [], []
+    reasons: dict[str, int] = {}
+    for item in items:
+        marker = item.get_closest_marker("spark_line")
+        if marker is not None and have < parse_line(marker.args[0], "spark_line"):
+            dropped.append(item)
+            why = f"Spark {marker.args[0]}+: {marker.kwargs.get('reason', marker.args[1:])}"
+            reasons[why] = reasons.get(why, 0) + 1
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+        config.stash[_DESELECTED] = (str(have), reasons)
+
+
+_DESELECTED = pytest.StashKey[tuple[str, dict[str, int]]]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    found = terminalreporter.config.stash.get(_DESELECTED, None)
+    if found is None:
+        return
+    have, reasons = found
+    terminalreporter.write_line(f"PySpark {have}: deselected, needing a newer Spark line:")
+    for why, count in sorted(reasons.items()):
+        terminalreporter.write_line(f"  {count:4d}  {why}")
