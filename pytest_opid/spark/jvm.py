@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from pytest_opid.errors import OpidError
 from pytest_opid.result import StateStore
 from pytest_opid.spark.plan import PROPERTIES_STORE, STATEFUL_OPERATORS
+from pytest_opid.spark.versions import installed_line
 from pytest_opid.spark.tws import (
     ProcessorRecord,
     StateCall,
@@ -182,9 +183,12 @@ _WIDENED = frozenset(
         "StreamingSymmetricHashJoinExec",
     }
 )
-_SESSION_MANAGER = (
+#: The session window operator's private state manager, by the package Spark files the class
+#: in: ``operators.stateful`` from 4.0 on, ``execution.streaming`` in 3.5.
+_SESSION_MANAGERS = (
     "org$apache$spark$sql$execution$streaming$operators$stateful$"
-    "SessionWindowStateStoreSaveExec$$stateManager"
+    "SessionWindowStateStoreSaveExec$$stateManager",
+    "org$apache$spark$sql$execution$streaming$SessionWindowStateStoreSaveExec$$stateManager",
 )
 _TWS_PACKAGE = "org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate"
 _INCREMENTAL_EXECUTION = (
@@ -316,10 +320,11 @@ class _Jvm:
         for text, replacement in _COMPACTED:
             to_json = handles.filterReturnValue(to_json, self._bound(replace, text, replacement))
         concat = self._virtual("java.lang.String", "concat", to_string)
-        heads = self._virtual(tree, "collectLeaves", "()Lscala/collection/immutable/Seq;")
+        seq = self._seq_class()
+        heads = self._virtual(tree, "collectLeaves", f"()L{seq.replace('.', '/')};")
         for step in (
             self._bound(
-                self._virtual("scala.collection.immutable.Seq", "mkString", to_string),
+                self._virtual(seq, "mkString", to_string),
                 _LEAF_SEPARATOR,
             ),
             self._bound(
@@ -455,7 +460,7 @@ class _Jvm:
         handles = self.jvm.java.lang.invoke.MethodHandles
         conf = "org.apache.spark.sql.RuntimeConfig"
         execution = "org.apache.spark.sql.execution.QueryExecution"
-        dataset = "org.apache.spark.sql.classic.Dataset"
+        dataset = self._dataset_class()
         get = self._virtual(conf, "get", "(Ljava/lang/String;)Ljava/lang/String;")
         marked = handles.filterReturnValue(
             self._bound(get, _SHUFFLE_PARTITIONS), self._bound(concat, _CONF_MARK)
@@ -510,6 +515,23 @@ class _Jvm:
 
     def _kind(self, descriptor: str) -> Any:
         return self.jvm.java.lang.invoke.MethodType.fromMethodDescriptorString(descriptor, None)
+
+    def _seq_class(self) -> str:
+        """Scala's ``Seq`` as Spark's methods return it: ``scala.collection.immutable.Seq``
+        in Scala 2.13 (Spark 4), ``scala.collection.Seq`` in 2.12 (PySpark 3.5's build)."""
+        version = str(self.jvm.scala.util.Properties.versionNumberString())
+        return "scala.collection.Seq" if version.startswith("2.12") else "scala.collection.immutable.Seq"
+
+    def _dataset_class(self) -> str:
+        """The JVM class of a PySpark DataFrame: ``classic.Dataset`` from Spark 4.0 on (where
+        ``sql.Dataset`` became the API shared with Connect), ``sql.Dataset`` in 3.5."""
+        for name in ("org.apache.spark.sql.classic.Dataset", "org.apache.spark.sql.Dataset"):
+            try:
+                self._class(name)
+            except Exception:  # py4j's ClassNotFoundException: an older Spark
+                continue
+            return name
+        return "org.apache.spark.sql.Dataset"
 
     def _virtual(self, owner: str, name: str, descriptor: str) -> Any:
         """The handle of ``owner``'s public method ``name`` (a JVM descriptor)."""
@@ -745,7 +767,14 @@ class _Jvm:
         """A Scala PartialFunction defined everywhere that returns its argument."""
         if self._identity is None:
             identity = getattr(self.jvm.scala.Predef, "$conforms")()
-            self._identity = self.jvm.scala.PartialFunction.fromFunction(identity)
+            companion = getattr(getattr(self.jvm.scala, "PartialFunction$"), "MODULE$")
+            # Scala 2.13 (Spark 4) has fromFunction; 2.12 (PySpark 3.5's build) only apply,
+            # which 2.13 deprecates.
+            lift = getattr(companion, "fromFunction", None) or companion.apply
+            try:
+                self._identity = lift(identity)
+            except Exception:  # py4j: no fromFunction in Scala 2.12
+                self._identity = companion.apply(identity)
         return self._identity
 
     def _stores(
@@ -755,19 +784,20 @@ class _Jvm:
         operator's ``validateAndMaybeEvolveStateSchema`` (Spark 4.x) builds them, and for a
         Python transformWithState what its processor's ``init`` declared."""
         jvm = self.jvm
-        attributes = jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes
+        attributes = _from_attributes(jvm)
         pairs: list[tuple[str, Any, Any]] = []  # (store or store/column family, key, value)
         properties = None
         record: ProcessorRecord | None = None
         # The schemas below are the raw ones; Spark widens them as the operator's
         # validateAndMaybeEvolveStateSchema does (the global limit's are fixed, and column
         # family schemas come out of getColFamilySchemas widened already).
-        widen = widen and cls in _WIDENED
+        # Spark 3.5 writes them as they are (no validateAndMaybeEvolveStateSchema).
+        widen = widen and cls in _WIDENED and installed_line().at_least(4, 0)
         if cls == "StateStoreSaveExec":
             value = node.stateManager().getStateValueSchema()
             pairs.append((_DEFAULT, attributes(node.keyExpressions()), value))
         elif cls == "SessionWindowStateStoreSaveExec":
-            manager = getattr(node, _SESSION_MANAGER)()
+            manager = _session_manager(node)
             pairs.append((_DEFAULT, manager.getStateKeySchema(), manager.getStateValueSchema()))
         elif cls in ("StreamingDeduplicateExec", "StreamingDeduplicateWithinWatermarkExec"):
             pairs.append((_DEFAULT, attributes(node.keyExpressions()), node.schemaForValueRow()))
@@ -783,12 +813,14 @@ class _Jvm:
                 widen = False
                 pairs += self._column_families(node.getColFamilySchemas(False))
             else:
-                helper = jvm.org.apache.spark.sql.execution.streaming.operators.stateful.join
-                manager = helper.SymmetricHashJoinStateManager
+                helper, manager = _join_classes(jvm)
+                if not _has_method(jvm, manager, "getSchemaForStateStores"):  # Spark 3.5
+                    pairs += _join_stores(jvm, node, attributes, version)
+                    helper = None
                 for side, child, keys in (
                     ("LeftSide", node.left(), node.leftKeys()),
                     ("RightSide", node.right(), node.rightKeys()),
-                ):
+                ) if helper is not None else ():
                     module = getattr(helper, f"StreamingSymmetricHashJoinHelper${side}$")
                     schemas = manager.getSchemaForStateStores(
                         getattr(module, "MODULE$"), child.output(), keys, version
@@ -1044,6 +1076,74 @@ def _offset_seq_metadata(metadata: Any, session: Any) -> Any:
         conf[key] = value
     captured["conf"] = conf
     return metadata.apply(json.dumps(captured))
+
+
+def _from_attributes(jvm: Any) -> Any:
+    """Attributes -> StructType: ``DataTypeUtils.fromAttributes`` (Spark 4), else 3.5's
+    ``StructType.fromAttributes``."""
+    if _is_class(jvm, "org.apache.spark.sql.catalyst.types.DataTypeUtils"):
+        return jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes
+    return jvm.org.apache.spark.sql.types.StructType.fromAttributes
+
+
+def _session_manager(node: Any) -> Any:
+    for name in _SESSION_MANAGERS:
+        try:
+            return getattr(node, name)()
+        except Exception:  # py4j: no such method in this Spark's build
+            continue
+    raise OpidError("the session window operator's state manager is not reachable")
+
+
+def _join_classes(jvm: Any) -> tuple[Any, Any]:
+    """The stream-stream join's helper package and ``SymmetricHashJoinStateManager``: under
+    ``operators.stateful.join`` from Spark 4.0 on; in 3.5 the helper is in
+    ``execution.streaming`` and the manager in ``execution.streaming.state``."""
+    joins = "org.apache.spark.sql.execution.streaming.operators.stateful.join"
+    if _is_class(jvm, joins + ".SymmetricHashJoinStateManager"):
+        package = jvm.org.apache.spark.sql.execution.streaming.operators.stateful.join
+        return package, package.SymmetricHashJoinStateManager
+    streaming = jvm.org.apache.spark.sql.execution.streaming
+    return streaming, streaming.state.SymmetricHashJoinStateManager
+
+
+def _join_stores(jvm: Any, node: Any, attributes: Any, version: int) -> list[tuple[str, Any, Any]]:
+    """A stream-stream join's four stores as Spark 3.5's ``SymmetricHashJoinStateManager``
+    builds their schemas (3.5 has no ``getSchemaForStateStores``): per side, keyToNumValues
+    (the join keys as ``field<i>`` -> ``value`` long) and keyWithIndexToValue (the keys and an
+    ``index`` long -> the side's input row, and from state format 2 on a ``matched`` flag)."""
+    types = jvm.org.apache.spark.sql.types
+    long_type = types.DataTypes.LongType
+    out = []
+    for side, child, keys in (
+        ("left", node.left(), node.leftKeys()),
+        ("right", node.right(), node.rightKeys()),
+    ):
+        key = types.StructType()
+        for i in range(keys.size()):
+            expression = keys.apply(i)
+            key = key.add(f"field{i}", expression.dataType(), expression.nullable())
+        value = attributes(child.output())
+        if version >= 2:
+            value = value.add("matched", types.DataTypes.BooleanType)
+        out.append((f"{side}-keyToNumValues", key, types.StructType().add("value", long_type)))
+        out.append((f"{side}-keyWithIndexToValue", key.add("index", long_type), value))
+    return out
+
+
+def _has_method(jvm: Any, java_class: Any, name: str) -> bool:
+    """Whether a py4j ``JavaClass`` has a public method ``name`` (py4j makes any attribute
+    up, so ``hasattr`` cannot tell)."""
+    found = jvm.java.lang.Class.forName(java_class._fqn)
+    return any(method.getName() == name for method in found.getMethods())
+
+
+def _is_class(jvm: Any, name: str) -> bool:
+    try:
+        jvm.java.lang.Class.forName(name)
+    except Exception:  # py4j's ClassNotFoundException
+        return False
+    return True
 
 
 def _java_class(jvm: Any, package: str, name: str) -> Any:
