@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
@@ -190,6 +191,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 0 when the engine restores, even where a stateful operator would read its "
         "state under another meaning (the results would be wrong)",
+    )
+    restore.add_argument(
+        "--spark-version",
+        metavar="X.Y",
+        default=None,
+        help="Spark: judge as that Spark line restarts the query (3.5, 4.0 ... 4.3; default: "
+        "the installed PySpark's); on a checkpoint written by an older Spark, the upgrade check",
     )
     restore.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -414,14 +422,25 @@ def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid check-restore PREVIOUS PROGRAM``: exit 0 when restorable and safe (or, with
     ``--allow-reinterpreted-state``, restorable), 1 when not."""
     program = load_input(args.program)
-    result = check_restore(
-        args.previous, program, allow_non_restored_state=args.allow_non_restored_state
-    )
+    with _judged_for(args.spark_version):
+        result = check_restore(
+            args.previous, program, allow_non_restored_state=args.allow_non_restored_state
+        )
     accepted = result.safe or (result.restorable and args.allow_reinterpreted_state)
     code = EXIT_OK if accepted else EXIT_FAILED
     if args.json:
         return code, _json(result.to_dict())
     return code, render_restore(result) + "\n"
+
+
+def _judged_for(version: str | None) -> AbstractContextManager[object]:
+    """Restart checks judge for Spark ``version`` (``--spark-version``) in the block; without
+    one, for the installed PySpark (Spark is imported only when asked)."""
+    if version is None:
+        return nullcontext()
+    from pytest_opid.spark import judged_for
+
+    return judged_for(version)
 
 
 def savepoint_command(args: argparse.Namespace) -> tuple[int, str]:

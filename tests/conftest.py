@@ -73,8 +73,9 @@ _import_the_whole_package()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "spark_line(version, reason): the test needs Spark `version` (X.Y) or later; on an older "
-        "installed PySpark it is deselected (counted in the summary), not skipped",
+        "spark_line(version, last=None, reason=...): the test needs Spark `version` (X.Y) or "
+        "later (up to `last`); on another installed PySpark line it is deselected (counted in "
+        "the summary), not skipped",
     )
 
 
@@ -91,9 +92,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     reasons: dict[str, int] = {}
     for item in items:
         marker = item.get_closest_marker("spark_line")
-        if marker is not None and have < parse_line(marker.args[0], "spark_line"):
+        if marker is None:
+            kept.append(item)
+            continue
+        first = parse_line(marker.args[0], "spark_line")
+        last = marker.kwargs.get("last")
+        if have < first or (last is not None and have > parse_line(last, "spark_line")):
             dropped.append(item)
-            why = f"Spark {marker.args[0]}+: {marker.kwargs.get('reason', marker.args[1:])}"
+            lines = f"Spark {first}" + (f" to {last}" if last and last != str(first) else "")
+            lines += "" if last else "+"
+            why = f"{lines}: {marker.kwargs.get('reason', '')}"
             reasons[why] = reasons.get(why, 0) + 1
         else:
             kept.append(item)
@@ -111,6 +119,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if found is None:
         return
     have, reasons = found
-    terminalreporter.write_line(f"PySpark {have}: deselected, needing a newer Spark line:")
+    terminalreporter.write_line(f"PySpark {have}: deselected, for the Spark lines they name:")
     for why, count in sorted(reasons.items()):
         terminalreporter.write_line(f"  {count:4d}  {why}")

@@ -51,6 +51,7 @@ _MARKER_ARGUMENTS = {
     "previous",
     "allow_non_restored_state",
     "allow_reinterpreted_state",
+    "spark_version",  # read by pytest_opid.plugin.spark
 }
 _NAME_FORBIDDEN = set('\\/?*:|"<>[]')
 
@@ -678,8 +679,8 @@ def _marker_options(item: pytest.Item) -> tuple[Check | None, str | None]:
         what = f"unknown argument {unknown[0]!r}" if unknown else "too many positional arguments"
         pytest.fail(
             f"@pytest.mark.{MARKER}: {what}; it takes check='ids'|'chains'|'both', name='...', "
-            "previous='<savepoint, checkpoint or snapshot>', allow_non_restored_state=True and "
-            "allow_reinterpreted_state=True",
+            "previous='<savepoint, checkpoint or snapshot>', allow_non_restored_state=True, "
+            "allow_reinterpreted_state=True and spark_version='X.Y'",
             pytrace=False,
         )
     previous = marker.kwargs.get("previous")

@@ -60,6 +60,40 @@ logger.spark.level = error
 _JVM_NOISE = (b"WARNING: Using incubator modules:",)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("opid").addoption(
+        "--opid-spark-version",
+        metavar="X.Y",
+        default=None,
+        help="judge Spark restarts (previous=, opid.check_restore) as that Spark line restarts "
+        "(3.5, 4.0 ... 4.3; default: the installed PySpark's); a stable_topology marker's "
+        "spark_version= overrides it for its test",
+    )
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Restart checks in the test and in its marker's ``previous=`` check judge for the Spark
+    line asked for: the marker's ``spark_version=``, else ``--opid-spark-version``."""
+    marker = item.get_closest_marker("stable_topology")
+    version = marker.kwargs.get("spark_version") if marker is not None else None
+    version = version or item.config.getoption("opid_spark_version", None)
+    if version is None:
+        return (yield)
+    from pytest_opid.errors import OpidError
+    from pytest_opid.spark import judged_for
+
+    try:
+        scope = judged_for(str(version))
+        scope.__enter__()
+    except OpidError as exc:
+        pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
+    try:
+        return (yield)
+    finally:
+        scope.__exit__(None, None, None)
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A ``local[2]`` SparkSession shared by every test of the session (or the active one)."""

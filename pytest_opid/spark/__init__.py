@@ -32,8 +32,9 @@ from pytest_opid.spark.meaning import SCHEMA_CHECK
 from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
 from pytest_opid.spark.restore import check_checkpoint
 from pytest_opid.spark.rules import SparkRules
+from pytest_opid.spark.versions import judged_for, judging_line
 
-__all__ = ["fingerprint", "plan_graph", "register"]
+__all__ = ["fingerprint", "judged_for", "judging_line", "plan_graph", "register"]
 
 
 def fingerprint(obj: Any) -> Fingerprint:

@@ -24,13 +24,13 @@ from typing import Any, NamedTuple
 from pytest_opid.errors import OpidError
 from pytest_opid.result import StateStore
 from pytest_opid.spark.plan import PROPERTIES_STORE, STATEFUL_OPERATORS
-from pytest_opid.spark.versions import installed_line
 from pytest_opid.spark.tws import (
     ProcessorRecord,
     StateCall,
     processor_from_command,
     record_processor,
 )
+from pytest_opid.spark.versions import installed_line
 
 __all__ = ["PlanReading", "StateReading", "read_plan"]
 
@@ -520,7 +520,9 @@ class _Jvm:
         """Scala's ``Seq`` as Spark's methods return it: ``scala.collection.immutable.Seq``
         in Scala 2.13 (Spark 4), ``scala.collection.Seq`` in 2.12 (PySpark 3.5's build)."""
         version = str(self.jvm.scala.util.Properties.versionNumberString())
-        return "scala.collection.Seq" if version.startswith("2.12") else "scala.collection.immutable.Seq"
+        if version.startswith("2.12"):
+            return "scala.collection.Seq"
+        return "scala.collection.immutable.Seq"
 
     def _dataset_class(self) -> str:
         """The JVM class of a PySpark DataFrame: ``classic.Dataset`` from Spark 4.0 on (where

@@ -57,6 +57,7 @@ from pytest_opid.spark.meaning import SCHEMA_CHECK_FACT
 from pytest_opid.spark.plan import PROPERTIES_STORE
 from pytest_opid.spark.reinterpret import checkpoint_meaning, compare_meaning
 from pytest_opid.spark.tws import ENCODING_FACT
+from pytest_opid.spark.versions import judging_line
 from pytest_opid.text import plural, printable, quote
 
 __all__ = [
@@ -341,6 +342,9 @@ class _Checker:
         self.warnings: list[RestoreProblem] = []
         self.reinterpreted: list[RestoreProblem] = []
         self.new_ops = tuple(_operator(s, new) for s in new.state_operators or ())
+        #: the Spark line whose restart this predicts, and how its messages name it
+        self.line = judging_line()
+        self.spark = f"Spark {self.line}"
 
     def run(self) -> RestoreCheck:
         if not self.old.batches:
@@ -390,7 +394,7 @@ class _Checker:
                 listed = ", ".join(f"source {i} {s.describe()}" for i, s in unnamed)
                 self.problem(
                     "sources",
-                    "Spark 4.3 stops the restarted query with java.lang.AssertionError: "
+                    f"{self.spark} stops the restarted query with java.lang.AssertionError: "
                     '"assertion failed: All sources should be named at this point - validation '
                     f'should have happened in analysis". {_cap(self.old.origin)} was written '
                     f"with source evolution ({_SOURCE_EVOLUTION}=true, which the checkpoint "
@@ -407,7 +411,7 @@ class _Checker:
             names = ", ".join(quote(s.name or "") for s in new_named)
             self.problem(
                 "sources",
-                "Spark 4.3 stops the restarted query with "
+                f"{self.spark} stops the restarted query with "
                 "STREAMING_QUERY_EVOLUTION_ERROR.CANNOT_ENABLE_ON_EXISTING_CHECKPOINT: the "
                 f"sources are now named ({names}: source evolution), but "
                 f"{self.old.origin}'s checkpoint was written without it (offset log format "
@@ -422,7 +426,7 @@ class _Checker:
             now = "; ".join(f"{i}: {s.describe()}" for i, s in enumerate(new)) or "none"
             self.problem(
                 "sources",
-                "Spark 4.3 stops the restarted query with java.lang.AssertionError: "
+                f"{self.spark} stops the restarted query with java.lang.AssertionError: "
                 f'"assertion failed: There are [{len(old_sources)}] sources in the checkpoint '
                 f"offsets and now there are [{len(new)}] sources requested by the query. "
                 'Cannot continue." Spark matches sources by position (sources/<n> in the '
@@ -482,7 +486,7 @@ class _Checker:
                     self.warn(
                         "sources",
                         f"{_cap(label)} now reads {printable(new.path or '?')} instead of "
-                        f"{printable(previous.path or '?')}. Whether Spark 4.3 restarts depends "
+                        f"{printable(previous.path or '?')}. Whether {self.spark} restarts depends "
                         "on what the checkpoint's last committed batch read: if it read any file "
                         f"from the old path, the restart fails with "
                         f'java.lang.IllegalArgumentException: "Wrong basePath {new.path} for '
@@ -515,7 +519,7 @@ class _Checker:
                 batch = self.old.last_committed
                 self.problem(
                     "sources",
-                    "Spark 4.3 stops the restarted query with "
+                    f"{self.spark} stops the restarted query with "
                     f'java.lang.IllegalArgumentException: "Wrong basePath {base} for the root '
                     f'path: {_qualified(outside[0])}". {_cap(label)} now reads '
                     f"{printable(base)}, but the checkpoint's last committed batch "
@@ -550,6 +554,9 @@ class _Checker:
             return  # Spark checks stateful operators only when it restarts after batch 0
         old_ops = {op.number: op for op in self.old.operators}
         new_ops = {op.number: op for op in self.new_ops}
+        if not self.line.at_least(4, 0):
+            self.state_by_position(old_ops, new_ops)
+            return
         known = {n: op.name for n, op in old_ops.items() if op.name is not None}
         if known:
             mismatched = [
@@ -574,6 +581,62 @@ class _Checker:
                 self.meaning(old_op, new_op)
             self.partitions(old_op, new_op)
 
+    def state_by_position(
+        self, old_ops: Mapping[int, _Operator], new_ops: Mapping[int, _Operator]
+    ) -> None:
+        """Spark 3.5: no operator metadata, so no stateful-operator check. Each operator loads
+        ``state/<n>`` by its position and checks only the schemas there, whichever operator
+        wrote it (a removed operator's neighbour reads its state); an operator whose
+        ``state/<n>`` was never written fails when its state store loads the last batch's
+        delta file, after the schema checks of the others."""
+        for number in sorted(new_ops):
+            new_op, old_op = new_ops[number], old_ops.get(number)
+            if old_op is None:
+                continue
+            refused = len(self.problems)
+            self.schemas(old_op, new_op)
+            if (SCHEMA_CHECK_FACT, "off") in new_op.meaning and len(self.problems) > refused:
+                self.unchecked_schemas(refused, old_op, new_op)
+            if len(self.problems) > refused:
+                continue
+            if old_op.name is not None and new_op.name is not None and old_op.name != new_op.name:
+                self.reinterpret(
+                    "state_operators",
+                    f"{self.spark} restarts and {new_op.name} {_label(new_op)} reads "
+                    f"state/{number}, which {old_op.name} {_label(old_op)} wrote: "
+                    f"{self.spark} writes no operator metadata and checks only that the state "
+                    "schemas fit, so the old state is read under another meaning.\n"
+                    "Fix:\n"
+                    "  - keep the stateful operators the same and in the same order as in the "
+                    "query that wrote the checkpoint\n" + _FIX_NEW_CHECKPOINT,
+                    state_id=str(number),
+                    operator_id=new_op.operator_id,
+                    name=old_op.name,
+                )
+            else:
+                self.meaning(old_op, new_op)
+            self.partitions(old_op, new_op)
+        missing = sorted(n for n in new_ops if n not in old_ops)
+        if missing:
+            first = missing[0]
+            op = new_ops[first]
+            batch = self.old.last_committed if self.old.last_committed is not None else "<n>"
+            self.problem(
+                "state_operators",
+                f"{self.spark} fails the first batch after the restart with "
+                f"java.io.FileNotFoundException: File <checkpoint>/state/{first}/0/{batch}.delta "
+                f"does not exist. {op.name} {_label(op)} is stateful operator {first} "
+                f"now, and {self.old.origin} has no state/{first}: {self.spark} numbers "
+                "stateful operators by their position in the plan and loads the state of the "
+                "last committed batch for each.\n"
+                "Fix:\n"
+                "  - keep the stateful operators the same and in the same order as in the query "
+                "that wrote the checkpoint (a new stateful operator needs a new checkpoint)\n"
+                + _FIX_NEW_CHECKPOINT,
+                state_id=str(first),
+                operator_id=op.operator_id,
+            )
+
     def not_matching(
         self, known: Mapping[int, str], new_ops: Mapping[int, _Operator], numbers: Sequence[int]
     ) -> None:
@@ -596,7 +659,7 @@ class _Checker:
         op = new_ops.get(first)
         self.problem(
             "state_operators",
-            "Spark 4.3 fails the first batch after the restart with "
+            f"{self.spark} fails the first batch after the restart with "
             "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA: Stateful operators in the "
             f"metadata: [{before}]; Stateful operators in current batch: [{now}]. Spark numbers "
             "stateful operators by their position in the plan (state/<n>, parents before "
@@ -621,7 +684,7 @@ class _Checker:
         first = min(new_ops)
         self.problem(
             "state_operators",
-            "Spark 4.3 fails the first batch after the restart with "
+            f"{self.spark} fails the first batch after the restart with "
             "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY: Cannot restart streaming "
             "query with stateful operators because the state directory is empty or missing. "
             f"Stateful operators in current batch: [{now}]. {_cap(self.old.origin)} has no "
@@ -664,7 +727,8 @@ class _Checker:
         check_value = new.name not in _VALUE_UNCHECKED
         if stored_key == key and (not check_value or stored_value == value):
             return
-        strict = self.old.nullability_known
+        # Spark 3.5 compares the schemas as they were written: nothing is widened to nullable.
+        strict = self.old.nullability_known or not self.line.at_least(4, 0)
         where = {"state_id": str(new.number), "operator_id": new.operator_id, "name": old.name}
         if not _compatible(key, stored_key, strict):
             self.problem(
@@ -717,7 +781,15 @@ class _Checker:
         part = _part(new.name or "", store, which)
         changes = "; ".join(_differences(stored, schema)) or "the schemas differ"
         lower = which.lower()
-        if avro:
+        if not self.line.at_least(4, 0):
+            head = (
+                "org.apache.spark.sql.execution.streaming.state.StateSchemaNotCompatible (or "
+                "InvalidUnsafeRowException, when another partition's state store fails first): "
+                "Provided schema doesn't match to the schema for existing state! Please note "
+                "that Spark allow difference of field name: check count of fields and data type "
+                "of each field"
+            )
+        elif avro:
             head = (
                 "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION (the Avro encoding lets a value gain "
                 "or lose fields and widen numbers, nothing else)"
@@ -738,7 +810,7 @@ class _Checker:
                 "(this state has no room for it), and keep this query's aggregates as they were"
             )
         return (
-            f"Spark 4.3 fails the first batch after the restart with {head}, for state/"
+            f"{self.spark} fails the first batch after the restart with {head}, for state/"
             f"{new.number} ({new.name}), {_store_words(store)}. The {part} was "
             f"{_type_text(stored)} and is now {_type_text(schema)}: {changes}. Spark compares "
             "it by position: the number of fields and their types must stay, names may change, "
@@ -774,7 +846,7 @@ class _Checker:
             if was != now:
                 self.problem(
                     "state_config",
-                    "Spark 4.3 fails the first batch after the restart with "
+                    f"{self.spark} fails the first batch after the restart with "
                     f"STATE_STORE_INVALID_CONFIG_AFTER_RESTART for state/{new.number} "
                     f"({new.name}): Cannot change {setting} from {was} to {now} between "
                     f"restarts. Please set {setting} to {was}, or restart with a new checkpoint "
@@ -792,7 +864,7 @@ class _Checker:
             if name in new_vars and new_vars[name] != kind:
                 self.problem(
                     "state_config",
-                    "Spark 4.3 fails the first batch after the restart with "
+                    f"{self.spark} fails the first batch after the restart with "
                     f"STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE for state/{new.number} "
                     f"({new.name}): Cannot change {name} to {new_vars[name]} between query "
                     f"restarts. Please set {name} to {kind}, or restart with a new checkpoint "
@@ -934,7 +1006,7 @@ class _Checker:
                 kept.append(
                     RestoreProblem(
                         problem.kind,
-                        "Spark 4.3 fails the first batch after the restart with "
+                        f"{self.spark} fails the first batch after the restart with "
                         f"CANNOT_LOAD_STATE_STORE.{which}_ROW_FORMAT_VALIDATION_FAILURE for "
                         f"state/{new.number} ({new.name}), although {_SCHEMA_CHECK}=false "
                         f"skips the schema check: the stored rows have {was} fields, the new "

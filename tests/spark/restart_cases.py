@@ -21,18 +21,18 @@ from typing import Any
 DATA = Path(__file__).resolve().parents[1] / "data" / "spark-restart"
 
 
-def load_cases() -> dict[str, dict[str, Any]]:
-    with gzip.open(DATA / "cases.jsonl.gz", "rt", encoding="utf-8") as f:
+def load_cases(data: Path = DATA) -> dict[str, dict[str, Any]]:
+    with gzip.open(data / "cases.jsonl.gz", "rt", encoding="utf-8") as f:
         cases = [json.loads(line) for line in f]
     return {rec["case"]["id"]: rec for rec in cases}
 
 
-def extract(rec: dict[str, Any], root: Path) -> Path:
+def extract(rec: dict[str, Any], root: Path, data: Path = DATA) -> Path:
     """Extract a case's checkpoint and inputs into ``root/<case id>/`` and point the
     checkpoint's file source logs there; returns that folder."""
     folder = root / rec["case"]["id"]
     for tarball in (rec["checkpoint"], rec["inputs"]):
-        with tarfile.open(DATA / tarball, "r:gz") as tar:
+        with tarfile.open(data / tarball, "r:gz") as tar:
             tar.extractall(folder, filter="data")
     ran_in = Path(rec["paths_at_run"]["checkpoint"]).parent.as_posix()
     old, new = f"file://{ran_in}/", f"file://{folder.resolve().as_posix()}/"
