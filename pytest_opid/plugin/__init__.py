@@ -41,7 +41,7 @@ MARKER = "stable_topology"
 #: The marker's whole signature, as `pytest --markers` and the docs give it.
 MARKER_SIGNATURE = (
     "check=None, name=None, previous=None, allow_non_restored_state=False, "
-    "allow_reinterpreted_state=False"
+    "allow_reinterpreted_state=False, spark_version=None"
 )
 _CHECKS = ("default", "ids", "chains", "both")
 _UPDATE = "pytest --snapshot-update"

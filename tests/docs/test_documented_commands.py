@@ -25,6 +25,12 @@ ELSEWHERE = {
     "python -m venv .venv && . .venv/bin/activate": "tox -e wheel (tools/wheel_check.py)",
     'pip install -e ".[pytest,spark]" && pytest examples': "tox -e wheel (tools/wheel_check.py)",
     "pip install tox && tox": ".ci/run",
+    "opid check-restore CHECKPOINT new_job.py --spark-version 3.5": (
+        "not run: a placeholder (the line's verdicts: tests/spark/test_restore_spark35.py)"
+    ),
+    "pytest --opid-spark-version 3.5": (
+        "not run: a placeholder (the line's verdicts: tests/spark/test_restore_spark35.py)"
+    ),
     'pip install -e ".[pytest]"': "not run: an install (tox's environments install the extras)",
     "pip install build && python -m build --wheel --outdir dist": "tox -e wheel, as written",
     'pip install "$(ls dist/pytest_opid-*.whl)[pytest,spark]"': "tox -e wheel, as written",

@@ -330,7 +330,8 @@ def test_options_and_marker_are_registered(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(
         [
             "@pytest.mark.stable_topology(check=None, name=None, previous=None, "
-            "allow_non_restored_state=False, allow_reinterpreted_state=False): *"
+            "allow_non_restored_state=False, allow_reinterpreted_state=False, "
+            "spark_version=None): *"
         ]
     )
     markers = result.stdout.str()
