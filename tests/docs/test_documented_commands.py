@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.spark.test_readme_walkthrough import blocks
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -57,22 +59,6 @@ ELSEWHERE = {
 OWNED = {"pyspark-checkpoints.md": "tests/spark/test_readme_walkthrough.py"}
 
 
-def _blocks(text: str) -> list[tuple[str, list[str]]]:
-    found: list[tuple[str, list[str]]] = []
-    current: list[str] | None = None
-    language = ""
-    for line in text.splitlines():
-        if line.startswith("```"):
-            if current is None:
-                language, current = line[3:].strip(), []
-            else:
-                found.append((language, current))
-                current = None
-        elif current is not None:
-            current.append(line)
-    return found
-
-
 def _command(line: str) -> str:
     return re.split(r"\s+#\s", line, maxsplit=1)[0].strip()
 
@@ -81,7 +67,7 @@ def commands() -> list[tuple[str, str]]:
     """(page, command) of every bash line and every ``$ `` line of a shown transcript."""
     out = []
     for page in PAGES:
-        for language, lines in _blocks(page.read_text(encoding="utf-8")):
+        for language, lines in blocks(page.read_text(encoding="utf-8")):
             for line in lines:
                 if language == "bash" and line.strip() and not line.lstrip().startswith("#"):
                     out.append((page.name, _command(line)))
@@ -96,7 +82,7 @@ def transcripts() -> list[tuple[str, str, list[str]]]:
     for page in PAGES:
         if page.name in OWNED:
             continue
-        for _, lines in _blocks(page.read_text(encoding="utf-8")):
+        for _, lines in blocks(page.read_text(encoding="utf-8")):
             if lines and lines[0].startswith("$ ") and _command(lines[0][2:]) not in ELSEWHERE:
                 out.append((page.name, _command(lines[0][2:]), lines[1:]))
     return out
@@ -148,9 +134,9 @@ def test_install_and_the_readme_give_the_same_setup():
 def _quick_start(page: Path, heading: str) -> tuple[str, list[str]]:
     """The Python block and the shell lines of a page's quick start."""
     text = page.read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
-    blocks = _blocks(text)
-    code = next(lines for language, lines in blocks if language == "python")
-    shell = [line for language, lines in blocks if language == "bash" for line in lines]
+    found = blocks(text)
+    code = next(lines for language, lines in found if language == "python")
+    shell = [line for language, lines in found if language == "bash" for line in lines]
     return "\n".join(code), [line for line in shell if line.startswith("pytest")]
 
 
