@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import peak_memory as peak
 
 from pytest_opid.cli import main as opid
-from pytest_opid.comparison import Check, compare
+from pytest_opid.comparison import compare
+from pytest_opid.engine_rules import Check
 from pytest_opid.flink.builder import source
 from pytest_opid.render.explain import render
 from pytest_opid.result import Fingerprint

@@ -11,7 +11,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_opid.comparison import Check, Comparison, compare
+    from pytest_opid.comparison import Comparison, compare
+    from pytest_opid.engine_rules import Check
     from pytest_opid.errors import DocumentError, HashCollisionError, OpidError, TopologyError
     from pytest_opid.flink.compute import compute
     from pytest_opid.io.registry import fingerprint
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 __version__ = "0.2.0"
 
 _EXPORTS = {
-    "Check": "pytest_opid.comparison",
+    "Check": "pytest_opid.engine_rules",
     "Comparison": "pytest_opid.comparison",
     "compare": "pytest_opid.comparison",
     "DocumentError": "pytest_opid.errors",

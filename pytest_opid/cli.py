@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn
 
 from pytest_opid import __version__
-from pytest_opid.comparison import Check, compare
+from pytest_opid.comparison import compare
+from pytest_opid.engine_rules import Check
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.flink.restore import pin_lines
 from pytest_opid.flink.savepoint import Savepoint, read_savepoint
 from pytest_opid.flink.savepoint import render_text as render_savepoint
+from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.registry import data_formats, load_input, restore_source
-from pytest_opid.model import gc_paused
 from pytest_opid.render.explain import render
 from pytest_opid.render.picture import FORMATS as PICTURE_FORMATS
 from pytest_opid.render.picture import picture

@@ -9,7 +9,6 @@ What a difference *means* (lost state, a failed restart, harmless) is each engin
 
 from __future__ import annotations
 
-import enum
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
@@ -19,9 +18,10 @@ from itertools import compress, count, repeat
 from operator import itemgetter, le, ne, not_
 from typing import Any
 
+from pytest_opid.engine_rules import Check, EngineRules
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.registry import EngineRules, engine_rules, fingerprint
-from pytest_opid.model import gc_paused
+from pytest_opid.gc_pause import gc_paused
+from pytest_opid.io.registry import engine_rules, fingerprint
 from pytest_opid.result import (
     Fingerprint,
     JobVertex,
@@ -31,31 +31,7 @@ from pytest_opid.result import (
 )
 from pytest_opid.text import quote
 
-__all__ = ["ChainChange", "Check", "Comparison", "StateOperatorChange", "compare"]
-
-
-class Check(enum.Enum):
-    """What ``@pytest.mark.stable_topology`` holds stable."""
-
-    IDS = "ids"  #: every old operator's state ID still exists (no state lost)
-    CHAINS = "chains"  #: no operator chain (job vertex) split or merged
-    BOTH = "both"
-
-    @classmethod
-    def default_for(cls, fp: Fingerprint) -> Check:
-        """What a job holds stable when nobody says: a streaming job its state (chains on
-        request), a batch job, which keeps no state between runs, its chains."""
-        return cls.IDS if fp.mode == "streaming" else cls.CHAINS
-
-    @classmethod
-    def parse(cls, value: Any) -> Check:
-        if isinstance(value, Check):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            allowed = ", ".join(repr(c.value) for c in cls)
-            raise ValueError(f"check must be one of {allowed}, got {value!r}") from None
+__all__ = ["ChainChange", "Comparison", "StateOperatorChange", "compare"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +100,7 @@ class Comparison:
         return self.new.mode
 
     @property
-    def rules(self) -> EngineRules:
+    def rules(self) -> EngineRules[Comparison]:
         """The engine's rules: what a difference means there, and how to word it."""
         return engine_rules(self.engine, self.new if self.new.engine else self.old)
 
@@ -169,7 +145,7 @@ class Comparison:
     @cached_property
     def engine_changes(self) -> dict[str, Any]:
         """The engine's own account of what changed beyond operators, as JSON-ready keys
-        (:meth:`EngineRules.changes <pytest_opid.io.registry.EngineRules.changes>`; ``{}`` for
+        (:meth:`EngineRules.changes <pytest_opid.engine_rules.EngineRules.changes>`; ``{}`` for
         an engine without one). Computed once: the JSON form and the picture both read it."""
         changes = getattr(self.rules, "changes", None)  # an engine registered before the hook
         return dict(changes(self)) if changes is not None else {}

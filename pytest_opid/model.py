@@ -16,16 +16,15 @@ depend on them.
 from __future__ import annotations
 
 import enum
-import gc
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress
 from operator import attrgetter, lt, not_
 
 from pytest_opid.errors import TopologyError
+from pytest_opid.gc_pause import gc_paused
 
 __all__ = [
     "ChainingStrategy",
@@ -37,43 +36,6 @@ __all__ = [
     "SourceKind",
     "Topology",
 ]
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while we allocate a few objects per operator: on a
-    100k-operator topology its repeated full passes would otherwise cost more than the work."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    young = gc.get_count()[0]
-    try:
-        yield
-    finally:
-        if was_enabled:
-            if gc.get_count()[0] - young >= _PROMOTE_AFTER:
-                _promote_young_objects()
-            gc.enable()
-
-
-#: Objects allocated under :func:`gc_paused` past which what was built is promoted at once. A
-#: small job (a Spark query's few dozen operators) is left to the collector's young passes: its
-#: caller's young garbage (py4j proxies among it, each pinning a JVM object) must not be moved
-#: to the oldest generation, which is collected rarely; 300 fingerprints of a small query grew
-#: the JVM heap by 141 MiB that way.
-_PROMOTE_AFTER = 100_000
-
-
-def _promote_young_objects() -> None:
-    """Move every object the collector tracks to its oldest generation without a pass over
-    them (``gc.freeze()`` then ``gc.unfreeze()``, two list splices). What we just built (a
-    topology, a fingerprint) lives long; left young, the collector would scan all of it two or
-    three times on its way to the oldest generation, which on a 100k-operator job costs more
-    than a third of building it. Young garbage cycles of the caller's are collected at the next
-    full collection instead, which is why only large builds promote. Skipped where the program
-    froze objects itself (a pre-fork server), since unfreezing would undo that."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 #: Flink's ``setUidHash`` accepts exactly 32 hex digits.

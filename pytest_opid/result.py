@@ -23,6 +23,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from msgspec.structs import astuple
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import (
     CountedDefaults,
     check_hex_id,
@@ -31,7 +32,6 @@ from pytest_opid.io.json import (
     parse_json,
     short,
 )
-from pytest_opid.model import gc_paused
 
 __all__ = [
     "ChainedOperator",

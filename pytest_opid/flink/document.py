@@ -20,6 +20,7 @@ import msgspec
 from msgspec import Meta
 
 from pytest_opid.errors import DocumentError, TopologyError
+from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import (
     CountedDefaults,
     describe_json,
@@ -39,7 +40,6 @@ from pytest_opid.model import (
     RuntimeMode,
     SourceKind,
     Topology,
-    gc_paused,
 )
 
 __all__ = [

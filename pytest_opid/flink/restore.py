@@ -35,7 +35,7 @@ from typing import NamedTuple, cast
 
 from pytest_opid.comparison import Comparison, compare
 from pytest_opid.flink.savepoint import Savepoint
-from pytest_opid.model import gc_paused
+from pytest_opid.gc_pause import gc_paused
 from pytest_opid.result import (
     ChainedOperator,
     Fingerprint,

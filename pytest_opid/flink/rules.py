@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from pytest_opid.comparison import Check, Comparison
+from pytest_opid.comparison import Comparison
+from pytest_opid.engine_rules import Check
 from pytest_opid.flink.restore import check_fingerprint
 from pytest_opid.result import Fingerprint, OperatorFingerprint, RestoreCheck
 from pytest_opid.text import columns, plural, quote

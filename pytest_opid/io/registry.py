@@ -2,9 +2,10 @@
 
 An engine package's ``register()`` registers the Python objects it can fingerprint
 (:class:`Frontend`), the JSON inputs it reads (:class:`DataFormat`) and the rules that decide
-what a change means for it (:class:`EngineRules`). Nothing here names an engine: engines are
-discovered through the ``pytest_opid.engines`` entry-point group, the first time something is
-looked up, so a third-party package can add one the same way the built-in ones are added:
+what a change means for it (:class:`~pytest_opid.engine_rules.EngineRules`). Nothing here names
+an engine: engines are discovered through the ``pytest_opid.engines`` entry-point group, the
+first time something is looked up, so a third-party package can add one the same way the
+built-in ones are added:
 ``[project.entry-points."pytest_opid.engines"] myengine = "my_package:register"``.
 """
 
@@ -17,19 +18,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
+from pytest_opid.engine_rules import EngineRules
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.io.json import parse_json, parse_json_bytes, read_bytes, read_stream
 from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
 from pytest_opid.result import Fingerprint, RestoreCheck
 
-if TYPE_CHECKING:  # types only: comparison.py looks rules up here at run time
-    from pytest_opid.comparison import Check, Comparison
-
 __all__ = [
     "DataFormat",
-    "EngineRules",
     "Frontend",
     "RestoreSource",
     "data_formats",
@@ -84,61 +82,11 @@ class RestoreSource:
     check: Callable[[Path, Fingerprint, bool], RestoreCheck]
 
 
-class EngineRules(Protocol):
-    """What a change means for one engine, and how to say it in that engine's words."""
-
-    name: str
-
-    def claims_untagged(self, fp: Fingerprint) -> bool:
-        """Whether a fingerprint without an engine tag (saved before the tag existed) is this
-        engine's."""
-
-    def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
-        """What a committed snapshot keeps of ``fp``: the fingerprint without what depends on
-        the machine the test ran on (say, the absolute path of a test's input folder)."""
-
-    def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
-        """Comment lines a snapshot of ``fp`` opens with: how the engine finds state."""
-
-    def loses_state(self, comparison: Comparison) -> bool:
-        """Whether the engine would lose (or refuse) the old job's state."""
-
-    def breaks(self, comparison: Comparison, check: Check) -> bool:
-        """Whether the change violates what ``check`` holds stable."""
-
-    def explain(self, comparison: Comparison, check: Check, accept: str | None) -> str:
-        """The message a failing check prints: verdict, details, fixes in the engine's API."""
-
-    def added_warning(self, comparison: Comparison) -> str | None:
-        """A note for changes that pass but leave something unprotected, or ``None``."""
-
-    def changes(self, comparison: Comparison) -> dict[str, Any]:
-        """The engine's own account of what changed beyond operators, as JSON-ready keys that
-        :meth:`~pytest_opid.comparison.Comparison.to_dict` (``opid diff --json``) adds; ``{}``
-        where operators and chains paired by operator IDs say it all. A key the engine-neutral
-        form has too replaces it there: ``"chain_changes": []`` says that pairing chains by
-        operator IDs does not describe this engine's chains (its splits and merges would be
-        invented), and the diff picture then marks none. A ``"stage_changes"`` list (items
-        ``{"kind": "added" | "removed" | "changed", "old": {"id", "name"} | None,
-        "new": {"id", "name"} | None, ...}``) marks the picture's chains instead."""
-
-    def check_restore(
-        self,
-        old: Fingerprint,
-        new: Fingerprint,
-        allow_non_restored_state: bool,
-        comparison: Comparison | None = None,
-    ) -> RestoreCheck:
-        """Whether ``new`` would start from the state of ``old`` (a snapshot or saved
-        fingerprint), decided as the engine decides at restore; ``comparison`` of the two,
-        where the caller has it, need not be computed again."""
-
-
 class _Registry:
     def __init__(self) -> None:
         self.frontends: list[Frontend] = []
         self.formats: dict[str, DataFormat] = {}
-        self.engines: dict[str, EngineRules] = {}
+        self.engines: dict[str, EngineRules[Any]] = {}
         self.hints: list[Callable[[Any], str | None]] = []
         self.restore_sources: list[RestoreSource] = []
         self.loaded = False
@@ -179,7 +127,7 @@ def register_format(data_format: DataFormat) -> None:
     _REGISTRY.formats[data_format.name] = data_format
 
 
-def register_engine(rules: EngineRules) -> None:
+def register_engine(rules: EngineRules[Any]) -> None:
     _REGISTRY.engines[rules.name] = rules
 
 
@@ -189,7 +137,7 @@ def data_formats() -> tuple[str, ...]:
     return ("fingerprint", *_REGISTRY.formats)
 
 
-def engine_rules(engine: str, fp: Fingerprint | None = None) -> EngineRules:
+def engine_rules(engine: str, fp: Fingerprint | None = None) -> EngineRules[Any]:
     """The rules of ``engine``; for an untagged fingerprint ``fp``, the engine that claims it."""
     _REGISTRY.load()
     if not engine:

@@ -29,9 +29,9 @@ from operator import itemgetter
 from typing import Any
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import open_regular, read_text
 from pytest_opid.io.schema import fields_text, schema_json, schema_text, unclosed
-from pytest_opid.model import gc_paused
 from pytest_opid.result import (
     ChainedOperator,
     Fingerprint,

@@ -32,7 +32,8 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_opid.comparison import Check, Comparison
+    from pytest_opid.comparison import Comparison
+    from pytest_opid.engine_rules import Check
     from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = ["MARKER", "OpidRestoreWarning", "OpidSnapshotWarning", "Recorder"]
@@ -361,7 +362,8 @@ class Recorder:
     def _judge(self, entry: _Entry) -> _Judged:
         """Read ``entry``'s snapshot and compare it with the recorded fingerprint, once; writes
         nothing."""
-        from pytest_opid.comparison import Check, compare
+        from pytest_opid.comparison import compare
+        from pytest_opid.engine_rules import Check
         from pytest_opid.errors import DocumentError
         from pytest_opid.io.snapshot import loads
         from pytest_opid.plugin.extension import (
@@ -670,7 +672,7 @@ def _index(filename: str, base: str) -> int | str | None:
 
 
 def _marker_options(item: pytest.Item) -> tuple[Check | None, str | None]:
-    from pytest_opid.comparison import Check
+    from pytest_opid.engine_rules import Check
 
     marker = item.get_closest_marker(MARKER)
     assert marker is not None

@@ -26,7 +26,8 @@ from typing import Any, ClassVar
 
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from pytest_opid.comparison import Check, compare
+from pytest_opid.comparison import compare
+from pytest_opid.engine_rules import Check
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.io.json import input_limit
 from pytest_opid.io.registry import engine_rules, fingerprint
@@ -61,7 +62,7 @@ class Unreadable(str):
 class TopologySnapshotExtension(SingleFileSnapshotExtension):
     """syrupy extension for topology fingerprints: one ``.opid`` text file per snapshot.
 
-    ``check`` says what must stay stable (:class:`~pytest_opid.comparison.Check`); ``exact``
+    ``check`` says what must stay stable (:class:`~pytest_opid.engine_rules.Check`); ``exact``
     asks for byte equality instead, which the plugin sets under ``--snapshot-update`` so that
     renames are written back too. ``keep`` makes an assertion that reads, compares and writes
     nothing and only tells syrupy the snapshot is in use (the plugin's guard for failed tests).

@@ -1,13 +1,14 @@
 """The explanation of a comparison: what a failing check or ``opid diff`` prints.
 
-The words are the engine's own (:meth:`~pytest_opid.io.registry.EngineRules.explain`), chosen
+The words are the engine's own (:meth:`~pytest_opid.engine_rules.EngineRules.explain`), chosen
 by the fingerprints' engine tag, so a Spark user reads about state directories and stages, a
 Flink user about savepoints and ``setUidHash``.
 """
 
 from __future__ import annotations
 
-from pytest_opid.comparison import Check, Comparison
+from pytest_opid.comparison import Comparison
+from pytest_opid.engine_rules import Check
 
 __all__ = ["ACCEPT", "explain", "render"]
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_opid.comparison import Check, Comparison
+from pytest_opid.comparison import Comparison
+from pytest_opid.engine_rules import Check
 from pytest_opid.render.dot import scene_dot
 from pytest_opid.render.html import scene_html, scene_html_fragment
 from pytest_opid.render.mermaid import scene_mermaid

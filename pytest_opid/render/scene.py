@@ -16,7 +16,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pytest_opid.comparison import Check, Comparison
+from pytest_opid.comparison import Comparison
+from pytest_opid.engine_rules import Check
 from pytest_opid.render.explain import render as explain
 from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint
 from pytest_opid.text import plural, printable

@@ -15,7 +15,20 @@ PACKAGE = Path(pytest_opid.__file__).parent
 
 #: Layers, lowest first: a module may import its own layer's modules and lower layers only.
 LAYERS = (
-    ("core", ("errors", "text", "model", "io", "result", "comparison", "restore")),
+    (
+        "core",
+        (
+            "errors",
+            "text",
+            "gc_pause",
+            "model",
+            "io",
+            "result",
+            "engine_rules",
+            "comparison",
+            "restore",
+        ),
+    ),
     ("engines", ("flink", "spark")),
     ("top", ("render", "plugin", "strategies", "cli", "__main__")),
 )

@@ -14,7 +14,8 @@ import pytest
 
 import pytest_opid
 from pytest_opid.cli import diff_command
-from pytest_opid.comparison import Check, compare
+from pytest_opid.comparison import compare
+from pytest_opid.engine_rules import Check
 from pytest_opid.errors import OpidError
 from pytest_opid.model import Edge, Operator, Partitioner, SourceKind, Topology
 from pytest_opid.render.explain import render

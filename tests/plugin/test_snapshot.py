@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import pytest_opid
-from pytest_opid.comparison import Check
+from pytest_opid.engine_rules import Check
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.snapshot import HEADER, dumps, loads
 from pytest_opid.plugin.extension import TopologySnapshotExtension

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_opid.comparison import Check, compare
+from pytest_opid.comparison import compare
+from pytest_opid.engine_rules import Check
 from pytest_opid.io.registry import engine_rules
 from pytest_opid.io.snapshot import HEADER, dumps, loads
 

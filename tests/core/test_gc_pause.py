@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from pytest_opid.model import gc_paused
+from pytest_opid.gc_pause import gc_paused
 
 
 def test_the_collector_is_paused_and_restored() -> None:

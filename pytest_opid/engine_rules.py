@@ -1,0 +1,96 @@
+"""The contract between the engine-neutral core and an engine: what a change means there.
+
+:class:`Check` is what ``@pytest.mark.stable_topology`` holds stable; :class:`EngineRules` is what
+an engine registers (:func:`pytest_opid.io.registry.register_engine`) to judge a comparison and
+word its verdict. Both live apart from the comparison and the registry, which use them, so that
+neither of those imports the other.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Protocol, TypeVar
+
+from pytest_opid.result import Fingerprint, RestoreCheck
+
+__all__ = ["Check", "EngineRules"]
+
+#: The comparison an engine's rules judge (``pytest_opid.comparison.Comparison``).
+_ComparisonT = TypeVar("_ComparisonT", contravariant=True)
+
+
+class Check(enum.Enum):
+    """What ``@pytest.mark.stable_topology`` holds stable."""
+
+    IDS = "ids"  #: every old operator's state ID still exists (no state lost)
+    CHAINS = "chains"  #: no operator chain (job vertex) split or merged
+    BOTH = "both"
+
+    @classmethod
+    def default_for(cls, fp: Fingerprint) -> Check:
+        """What a job holds stable when nobody says: a streaming job its state (chains on
+        request), a batch job, which keeps no state between runs, its chains."""
+        return cls.IDS if fp.mode == "streaming" else cls.CHAINS
+
+    @classmethod
+    def parse(cls, value: Any) -> Check:
+        if isinstance(value, Check):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            allowed = ", ".join(repr(c.value) for c in cls)
+            raise ValueError(f"check must be one of {allowed}, got {value!r}") from None
+
+
+class EngineRules(Protocol[_ComparisonT]):
+    """What a change means for one engine, and how to say it in that engine's words.
+
+    Generic in the comparison it judges (:class:`pytest_opid.comparison.Comparison`, which looks
+    the rules up): naming that class here would make the two modules import each other."""
+
+    name: str
+
+    def claims_untagged(self, fp: Fingerprint) -> bool:
+        """Whether a fingerprint without an engine tag (saved before the tag existed) is this
+        engine's."""
+
+    def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
+        """What a committed snapshot keeps of ``fp``: the fingerprint without what depends on
+        the machine the test ran on (say, the absolute path of a test's input folder)."""
+
+    def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
+        """Comment lines a snapshot of ``fp`` opens with: how the engine finds state."""
+
+    def loses_state(self, comparison: _ComparisonT) -> bool:
+        """Whether the engine would lose (or refuse) the old job's state."""
+
+    def breaks(self, comparison: _ComparisonT, check: Check) -> bool:
+        """Whether the change violates what ``check`` holds stable."""
+
+    def explain(self, comparison: _ComparisonT, check: Check, accept: str | None) -> str:
+        """The message a failing check prints: verdict, details, fixes in the engine's API."""
+
+    def added_warning(self, comparison: _ComparisonT) -> str | None:
+        """A note for changes that pass but leave something unprotected, or ``None``."""
+
+    def changes(self, comparison: _ComparisonT) -> dict[str, Any]:
+        """The engine's own account of what changed beyond operators, as JSON-ready keys that
+        :meth:`~pytest_opid.comparison.Comparison.to_dict` (``opid diff --json``) adds; ``{}``
+        where operators and chains paired by operator IDs say it all. A key the engine-neutral
+        form has too replaces it there: ``"chain_changes": []`` says that pairing chains by
+        operator IDs does not describe this engine's chains (its splits and merges would be
+        invented), and the diff picture then marks none. A ``"stage_changes"`` list (items
+        ``{"kind": "added" | "removed" | "changed", "old": {"id", "name"} | None,
+        "new": {"id", "name"} | None, ...}``) marks the picture's chains instead."""
+
+    def check_restore(
+        self,
+        old: Fingerprint,
+        new: Fingerprint,
+        allow_non_restored_state: bool,
+        comparison: _ComparisonT | None = None,
+    ) -> RestoreCheck:
+        """Whether ``new`` would start from the state of ``old`` (a snapshot or saved
+        fingerprint), decided as the engine decides at restore; ``comparison`` of the two,
+        where the caller has it, need not be computed again."""
