@@ -47,7 +47,12 @@ class EngineRules(Protocol[_ComparisonT]):
     """What a change means for one engine, and how to say it in that engine's words.
 
     Generic in the comparison it judges (:class:`pytest_opid.comparison.Comparison`, which looks
-    the rules up): naming that class here would make the two modules import each other."""
+    the rules up): naming that class here would make the two modules import each other.
+
+    An engine whose state is not found by operator ID (Spark: by position) says so with a
+    class attribute ``ids_find_state = False``; its snapshots then write the IDs once
+    (:func:`pytest_opid.io.snapshot.dumps`' ``ids_once``). Without it, they are written per
+    operator, as the engine restores state by them."""
 
     name: str
 

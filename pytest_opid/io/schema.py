@@ -12,6 +12,11 @@ with backticks (a backtick in it doubled), as in Spark SQL.
 :func:`schema_text` gives the text only where :func:`schema_json` reads it back to exactly the
 same JSON text; anything else (metadata, user-defined types, names with control characters,
 JSON not in the engine's own compact form) has no text, and the snapshot keeps the JSON.
+
+With ``runs=True`` (the ``.opid`` format 6), fields named ``X[0]``, ``X[1]``, ... in a row of one
+type are written as one run, ``` `MS[0]`..`MS[51]`: bigint ```: an aggregate buffer (Spark's
+HyperLogLog++ keeps 52 words) reads as one field, and the run reads back to every field it
+stands for, so a changed buffer (another length, another type) is still a changed schema.
 """
 
 from __future__ import annotations
@@ -34,6 +39,13 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_NULL = " NOT NULL"
 _DEPTH = 64
 _SPACE = re.compile(r"\s*")
+#: A field name that can be part of a run: a prefix and an index, ``MS[12]``.
+_INDEXED = re.compile(r"(.*)\[(0|[1-9][0-9]{0,8})\]", re.DOTALL)
+#: Fields in a row that make a run (fewer are written one by one).
+_RUN_MIN = 3
+#: Fields one run may stand for: a run is a few bytes, its fields are not.
+_RUN_MAX = 100_000
+_RUN = ".."
 
 
 class _Unwritable(Exception):
@@ -43,16 +55,16 @@ class _Unwritable(Exception):
 # -- JSON -> text ---------------------------------------------------------------------------------
 
 
-def schema_text(json_text: str) -> str | None:
+def schema_text(json_text: str, *, runs: bool = False) -> str | None:
     """The type text of a schema's JSON, or ``None`` where the text would not read back to
-    the same JSON text."""
+    the same JSON text; ``runs``: indexed fields in a row as one run."""
     try:
         data = json.loads(json_text)
-        text = _text(data, 0)
+        text = _text(data, 0, runs)
     except (ValueError, RecursionError, _Unwritable):
         return None
     try:
-        if schema_json(text) != json_text:
+        if schema_json(text, runs=runs) != json_text:
             return None
     except ValueError:
         return None
@@ -99,7 +111,7 @@ def unclosed(text: str) -> int:
     return depth
 
 
-def _text(data: Any, depth: int) -> str:
+def _text(data: Any, depth: int, runs: bool = False) -> str:
     if depth > _DEPTH:
         raise _Unwritable
     if isinstance(data, str):
@@ -114,26 +126,58 @@ def _text(data: Any, depth: int) -> str:
         fields = data["fields"]
         if not isinstance(fields, list):
             raise _Unwritable
-        return "struct<" + ", ".join(_field(f, depth) for f in fields) + ">"
+        texts = [_field(f, depth, runs) for f in fields]
+        return "struct<" + ", ".join(_runs(fields, texts) if runs else texts) + ">"
     if kind == "array" and data.keys() == {"type", "elementType", "containsNull"}:
-        element = _text(data["elementType"], depth + 1) + _nullable(data["containsNull"])
+        element = _text(data["elementType"], depth + 1, runs) + _nullable(data["containsNull"])
         return f"array<{element}>"
     if kind == "map" and data.keys() == {"type", "keyType", "valueType", "valueContainsNull"}:
-        key = _text(data["keyType"], depth + 1)
-        value = _text(data["valueType"], depth + 1) + _nullable(data["valueContainsNull"])
+        key = _text(data["keyType"], depth + 1, runs)
+        value = _text(data["valueType"], depth + 1, runs) + _nullable(data["valueContainsNull"])
         return f"map<{key}, {value}>"
     raise _Unwritable
 
 
-def _field(field: Any, depth: int) -> str:
+def _field(field: Any, depth: int, runs: bool = False) -> str:
     if not isinstance(field, dict) or field.keys() != {"name", "type", "nullable", "metadata"}:
         raise _Unwritable
     name = field["name"]
     if field["metadata"] != {} or not isinstance(name, str) or printable(name) != name:
         raise _Unwritable
-    if not _PLAIN_NAME.fullmatch(name):
-        name = "`" + name.replace("`", "``") + "`"
-    return f"{name}: {_text(field['type'], depth + 1)}{_nullable(field['nullable'])}"
+    kind = _text(field["type"], depth + 1, runs)
+    return f"{_quoted(name)}: {kind}{_nullable(field['nullable'])}"
+
+
+def _runs(fields: list[Any], texts: list[str]) -> list[str]:
+    """``texts`` (one per field, ``name: type``) with every run of at least :data:`_RUN_MIN`
+    fields named ``X[i]``, ``X[i+1]``, ... of one type written as ``` `X[i]`..`X[j]`: type ```."""
+    names = [_quoted(f["name"]) for f in fields]
+    kinds = [text[len(name) + 2 :] for name, text in zip(names, texts, strict=True)]
+    out = []
+    i = 0
+    while i < len(fields):
+        j = i + 1
+        match = _INDEXED.fullmatch(fields[i]["name"])
+        if match is not None:
+            prefix, first = match.group(1), int(match.group(2))
+            while (
+                j < len(fields)
+                and j - i < _RUN_MAX
+                and kinds[j] == kinds[i]
+                and fields[j]["name"] == f"{prefix}[{first + j - i}]"
+            ):
+                j += 1
+        if j - i >= _RUN_MIN:
+            out.append(f"{names[i]}{_RUN}{names[j - 1]}: {kinds[i]}")
+        else:
+            out += texts[i:j]
+        i = j
+    return out
+
+
+def _quoted(name: str) -> str:
+    """A field name as DDL writes it: backticks unless a plain identifier."""
+    return name if _PLAIN_NAME.fullmatch(name) else "`" + name.replace("`", "``") + "`"
 
 
 def _nullable(flag: Any) -> str:
@@ -147,10 +191,11 @@ def _nullable(flag: Any) -> str:
 # -- text -> JSON ---------------------------------------------------------------------------------
 
 
-def schema_json(text: str) -> str:
+def schema_json(text: str, *, runs: bool = False) -> str:
     """The JSON text (the engine's compact form) of a type text :func:`schema_text` wrote, one
-    field per line or not. Raises :class:`ValueError` saying where it is malformed."""
-    data, end = _Parser(text).type(_SPACE.match(text, 0).end(), 0)  # type: ignore[union-attr]
+    field per line or not; ``runs``: reading runs of indexed fields. Raises
+    :class:`ValueError` saying where it is malformed."""
+    data, end = _Parser(text, runs).type(_SPACE.match(text, 0).end(), 0)  # type: ignore[union-attr]
     end = _SPACE.match(text, end).end()  # type: ignore[union-attr]
     if end != len(text):
         raise ValueError(f"unexpected {text[end : end + 20]!r} after the type")
@@ -158,8 +203,10 @@ def schema_json(text: str) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, runs: bool = False) -> None:
         self.text = text
+        self.runs = runs
+        self.fields = 0  # fields read so far, runs included
 
     def expect(self, at: int, word: str) -> int:
         at = self.skip(at)
@@ -182,10 +229,16 @@ class _Parser:
                 if fields:
                     at = self.expect(at, ",")
                 name, at = self.name(at)
+                names = [name]
+                if self.runs and text.startswith(_RUN, at):
+                    last, at = self.name(self.skip(at + len(_RUN)))
+                    names = self.run(name, last)
                 at = self.expect(at, ":")
                 kind, at = self.type(at, depth + 1)
                 nullable, at = self.nullable(at)
-                fields.append({"name": name, "type": kind, "nullable": nullable, "metadata": {}})
+                fields += (
+                    {"name": n, "type": kind, "nullable": nullable, "metadata": {}} for n in names
+                )
             return {"type": "struct", "fields": fields}, self.skip(at + 1)
         if text.startswith("array<", at):
             element, at = self.type(self.skip(at + len("array<")), depth + 1)
@@ -209,6 +262,26 @@ class _Parser:
             raise ValueError(f"expected a type at {text[at : at + 20] or 'the end'!r}")
         name = match.group()
         return _FROM_DDL.get(name, name), self.skip(match.end())
+
+    def run(self, first: str, last: str) -> list[str]:
+        """The names a run ``first..last`` stands for: one prefix, indexes counting up."""
+        start, end = _INDEXED.fullmatch(first), _INDEXED.fullmatch(last)
+        if start is None or end is None or start.group(1) != end.group(1):
+            raise ValueError(
+                f"a run of fields from {first[:40]!r} to {last[:40]!r}: expected "
+                "names X[i] and X[j] of one prefix"
+            )
+        low, high = int(start.group(2)), int(end.group(2))
+        if high - low + 1 < _RUN_MIN:
+            raise ValueError(
+                f"a run of fields from {first[:40]!r} to {last[:40]!r}: expected "
+                f"at least {_RUN_MIN} fields"
+            )
+        self.fields += high - low + 1
+        if self.fields > _RUN_MAX:
+            raise ValueError(f"runs of fields stand for more than {_RUN_MAX} fields")
+        prefix = start.group(1)
+        return [f"{prefix}[{i}]" for i in range(low, high + 1)]
 
     def nullable(self, at: int) -> tuple[bool, int]:
         """``NOT NULL`` after a type (the whitespace before it is skipped already)."""

@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from itertools import repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from operator import itemgetter
@@ -46,9 +47,11 @@ __all__ = ["HEADER", "PREFIX", "dumps", "is_snapshot", "loads", "read_snapshot"]
 
 #: The start of every snapshot's first line, whatever its format.
 PREFIX = "# pytest-opid topology snapshot"
-#: First line of the snapshots this release writes; :func:`loads` reads formats 1 to 4.
+#: First line of the snapshots whose operator IDs find state (Flink's): one ID per operator.
 HEADER = f"{PREFIX}, format 5"
-_HEADERS = {f"{PREFIX}, format {n}": n for n in (1, 2, 3, 4, 5)}
+#: First line of the snapshots whose engine finds state by position (Spark's): IDs once.
+HEADER_IDS_ONCE = f"{PREFIX}, format 6"
+_HEADERS = {f"{PREFIX}, format {n}": n for n in (1, 2, 3, 4, 5, 6)}
 #: A schema's DDL longer than this is written one field per line.
 _LONG_SCHEMA = 72
 
@@ -62,6 +65,8 @@ _MEANING = "[state meaning]"
 _SOURCES = "[sources]"
 _SETTINGS = "[settings]"
 _PLAN = "[plan]"
+_STAGES = "[stages]"
+_IDS = "[ids]"
 #: Format 5's last line: a snapshot without it was cut short.
 _END = "[end]"
 _SECTIONS = (
@@ -75,9 +80,15 @@ _SECTIONS = (
     _MEANING,
     _SOURCES,
     _PLAN,
+    _STAGES,
+    _IDS,
 )
 #: Sections a format introduced (older formats do not have them).
-_SINCE = {_SETTINGS: 4, _PLAN: 4}
+_SINCE = {_SETTINGS: 4, _PLAN: 4, _STAGES: 6, _IDS: 6}
+#: Sections format 6 no longer has (its [stages] and [ids] say it).
+_UNTIL = {_VERTICES: 5}
+#: Format 6: a stateful operator's mark in [operators], ``state/0``.
+_STATE_MARK = re.compile(r"state/(0|[1-9][0-9]{0,9})")
 #: In a [plan] line's text: what is written as an escape besides :func:`escape_unsafe`'s.
 _PLAN_ESCAPED = re.compile(r"[\\\x00-\x1f]")
 _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
@@ -89,38 +100,106 @@ _NONE = "-"
 # -- writing ------------------------------------------------------------------------------------
 
 
-def dumps(fp: Fingerprint, preamble: Sequence[str] = ()) -> str:
+def dumps(fp: Fingerprint, preamble: Sequence[str] = (), *, ids_once: bool = False) -> str:
     """The snapshot text of a fingerprint, after ``preamble`` comment lines (the engine's
     explanation of what it checks). Deterministic: the same fingerprint, the same bytes.
+
+    ``ids_once``: the engine finds state by position, not by operator ID (Spark), so the IDs
+    mean nothing to a reviewer and one harmless operator upstream changes all of them. Format
+    6 then writes them once, on one line of ``[ids]``, marks the stateful operators in
+    ``[operators]`` instead of naming their IDs, leaves out the user-defined ID and uid columns
+    and the node numbers (1, 2, ... in order) and writes runs of indexed state fields
+    (``MS[0]``..``MS[51]``) as one. Where that would lose something (a uid set, nodes not in
+    order, a stage listing other operators than its own), format 5 is written as before.
 
     Built column by column (``zip``, ``map``, one ``json.dumps`` per column of names) rather
     than cell by cell: a 10k-operator job is written in a few milliseconds."""
     with gc_paused():  # a few objects per operator: the collector's passes would cost more
-        return _dumps(fp, preamble)
+        if ids_once:
+            marks = _state_rows(fp)
+            if marks is not None:
+                return _dumps(fp, preamble, marks)
+        return _dumps(fp, preamble, None)
 
 
-def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
-    vertex_number = {v.id: f"v{i}" for i, v in enumerate(fp.job_vertices, 1)}
-    lines = [HEADER, *(f"# {line}" if line else "#" for line in preamble), "", _JOB]
+def _state_rows(fp: Fingerprint) -> list[int] | None:
+    """Format 6: the row (0-based) of the operator each stateful operator is, in
+    ``fp.state_operators``' order; ``None`` where format 6 cannot say ``fp`` exactly."""
+    ops = fp.operators
+    if any(op.user_operator_id is not None or op.uid is not None for op in ops):
+        return None
+    if [op.node for op in ops] != list(range(1, len(ops) + 1)):
+        return None
+    known = {v.id for v in fp.job_vertices}
+    if len(known) != len(fp.job_vertices):
+        return None
+    if any(op.job_vertex is not None and op.job_vertex not in known for op in ops):
+        return None
+    for v, own in zip(fp.job_vertices, _members(fp), strict=True):
+        if v.operators != tuple(ChainedOperator(o.operator_id) for o in own):
+            return None
+        if v.nodes != tuple(o.node for o in own):
+            return None
+    row_of: dict[str, int] = {}
+    for i, op in enumerate(ops):
+        if row_of.setdefault(op.operator_id, i) != i:
+            row_of[op.operator_id] = -1  # two operators of one ID: a mark would not say which
+    rows = [row_of.get(s.operator_id, -1) for s in fp.state_operators or ()]
+    if -1 in rows or len(set(rows)) != len(rows):
+        return None
+    return rows
+
+
+def _dumps(fp: Fingerprint, preamble: Sequence[str], marks: list[int] | None) -> str:
+    once = marks is not None
+    vertex_number = {v.id: f"{'s' if once else 'v'}{i}" for i, v in enumerate(fp.job_vertices, 1)}
+    lines = [HEADER_IDS_ONCE if once else HEADER]
+    lines += [*(f"# {line}" if line else "#" for line in preamble), "", _JOB]
     lines += _table(("key", "value"), [("engine", quote(fp.engine)), ("mode", quote(fp.mode))])
     if fp.settings:
         lines += ["", _SETTINGS]
         lines += _table(("setting", "value"), [(quote(k), quote(v)) for k, v in fp.settings])
-    lines += ["", _OPERATORS]
     ops = fp.operators
     get = vertex_number.get
-    lines += _columns(
-        ("vertex", "operator_id", "user_id", "parallelism", "node", "uid", "name"),
-        [
+    vertices = fp.job_vertices
+    if marks is not None:
+        lines += ["", _STAGES]
+        lines += _columns(
+            ("stage", "parallelism", "name"),
+            [
+                [vertex_number[v.id] for v in vertices],
+                [str(v.parallelism) for v in vertices],
+                quote_all([v.name for v in vertices]),
+            ],
+        )
+        header: tuple[str, ...] = ("stage", "parallelism", "name")
+        columns = [
             [get(j or "", _NONE) for j in map(_JOB_VERTEX, ops)],
-            list(map(_OPERATOR_ID, ops)),
-            [u or _NONE for u in map(_USER_ID, ops)],
             list(map(str, map(_PARALLELISM, ops))),
-            list(map(str, map(_NODE, ops))),
-            quote_all(list(map(_UID, ops)), _NONE),
             quote_all(list(map(_NAME, ops))),
-        ],
-    )
+        ]
+        if fp.state_operators is not None:  # a job without state has no state column
+            state_of = [_NONE] * len(ops)
+            for s, row in zip(fp.state_operators, marks, strict=True):
+                state_of[row] = f"state/{s.state_operator_id}"
+            header = ("stage", "parallelism", "state", "name")
+            columns.insert(2, state_of)
+        lines += ["", _OPERATORS]
+        lines += _columns(header, columns)
+    else:
+        lines += ["", _OPERATORS]
+        lines += _columns(
+            ("vertex", "operator_id", "user_id", "parallelism", "node", "uid", "name"),
+            [
+                [get(j or "", _NONE) for j in map(_JOB_VERTEX, ops)],
+                list(map(_OPERATOR_ID, ops)),
+                [u or _NONE for u in map(_USER_ID, ops)],
+                list(map(str, map(_PARALLELISM, ops))),
+                list(map(str, map(_NODE, ops))),
+                quote_all(list(map(_UID, ops)), _NONE),
+                quote_all(list(map(_NAME, ops))),
+            ],
+        )
     details = [
         (str(op.node), str(op.max_parallelism), _flag(op.stateful))
         for op in ops
@@ -129,26 +208,35 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
     if details:
         lines += ["", _DETAILS]
         lines += _table(("node", "max_parallelism", "stateful"), details)
-    lines += ["", _VERTICES]
-    vertices = fp.job_vertices
-    lines += _columns(
-        ("vertex", "id", "parallelism", "name"),
-        [
-            [vertex_number[v.id] for v in vertices],
-            [v.id for v in vertices],
-            [str(v.parallelism) for v in vertices],
-            quote_all([v.name for v in vertices]),
-        ],
-    )
-    if fp.state_operators is not None:
-        lines += ["", _STATES]
-        lines += _table(
-            ("state", "operator_id", "kind", "name"),
+    if marks is None:
+        lines += ["", _VERTICES]
+        lines += _columns(
+            ("vertex", "id", "parallelism", "name"),
             [
-                (str(s.state_operator_id), s.operator_id, quote(s.kind), quote(s.name))
-                for s in fp.state_operators
+                [vertex_number[v.id] for v in vertices],
+                [v.id for v in vertices],
+                [str(v.parallelism) for v in vertices],
+                quote_all([v.name for v in vertices]),
             ],
         )
+    if fp.state_operators is not None:
+        lines += ["", _STATES]
+        if marks is None:
+            lines += _table(
+                ("state", "operator_id", "kind", "name"),
+                [
+                    (str(s.state_operator_id), s.operator_id, quote(s.kind), quote(s.name))
+                    for s in fp.state_operators
+                ],
+            )
+        else:
+            lines += _table(
+                ("state", "kind", "name"),
+                [
+                    (str(s.state_operator_id), quote(s.kind), quote(s.name))
+                    for s in fp.state_operators
+                ],
+            )
         stores = [
             (str(s.state_operator_id), quote(st.name), part, schema)
             for s in fp.state_operators
@@ -157,7 +245,7 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
         ]
         if stores:
             lines += ["", _STORES]
-            lines += _store_rows(stores)
+            lines += _store_rows(stores, runs=once)
         facts = [
             (str(s.state_operator_id), quote(fact), quote(value))
             for s in fp.state_operators
@@ -174,8 +262,29 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str]) -> str:
     if fp.plan is not None:
         lines += ["", _PLAN, "# one operator per line, its inputs indented below it"]
         lines += map(_plan_text, fp.plan)
+    if marks is not None:
+        lines += ["", _IDS, *_IDS_NOTE, " ".join(["operators", *map(_OPERATOR_ID, ops)])]
+        heads = [members[-1].operator_id if members else None for members in _members(fp)]
+        if any(v.id != head for v, head in zip(vertices, heads, strict=True)):
+            lines.append(" ".join(["stages", *(v.id for v in vertices)]))
     lines += ["", _END]
     return "\n".join(lines) + "\n"
+
+
+#: The comment over format 6's [ids].
+_IDS_NOTE = (
+    "# operator IDs in [operators] order (a stage's is its last operator's): they pair",
+    "# operators across versions in diffs and pictures; state is found by position",
+)
+
+
+def _members(fp: Fingerprint) -> list[list[OperatorFingerprint]]:
+    """Each job vertex's operators, in operator order."""
+    members: dict[str, list[OperatorFingerprint]] = {v.id: [] for v in fp.job_vertices}
+    for op in fp.operators:
+        if op.job_vertex is not None:
+            members[op.job_vertex].append(op)
+    return [members[v.id] for v in fp.job_vertices]
 
 
 def _plan_text(line: str) -> str:
@@ -225,13 +334,14 @@ def _columns(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
     return list(map(str.rstrip, map("  ".join, zip(*padded, cells[-1], strict=True))))
 
 
-def _store_rows(rows: list[tuple[str, str, str, str | None]]) -> list[str]:
+def _store_rows(rows: list[tuple[str, str, str, str | None]], runs: bool) -> list[str]:
     """Format 3's ``[state stores]``: a row per key or value schema, in DDL form where it has
-    an exact one (else JSON-quoted), a long struct one field per line below its row."""
+    an exact one (else JSON-quoted), a long struct one field per line below its row; format 6
+    writes runs of indexed fields as one (``runs``)."""
     cells = []
     below = []
     for state, store, part, schema in rows:
-        text = None if schema is None else schema_text(schema)
+        text = None if schema is None else schema_text(schema, runs=runs)
         fields = fields_text(text) if text is not None and len(text) > _LONG_SCHEMA else None
         if schema is None:
             cells.append((state, store, part, _NONE))
@@ -274,6 +384,7 @@ _REQUIRED = {
     3: (_JOB, _OPERATORS, _VERTICES),
     4: (_JOB, _OPERATORS, _VERTICES),
     5: (_JOB, _OPERATORS, _VERTICES),
+    6: (_JOB, _OPERATORS, _STAGES, _IDS),
 }
 _FLAGS: dict[str, bool | None] = {"true": True, "false": False, _NONE: None}
 _SPACES = re.compile(r"\s*")
@@ -308,6 +419,9 @@ class _Reader:
         self.seen: dict[str, int] = {}  # section title -> its line
         self.lines = 0
         self.ended = 0  # format 5: the line of [end]
+        self.arity = 0  # format 6: [operators] with a state column (4) or without (3)
+        self.marks: dict[int, tuple[int, str]] = {}  # format 6: state -> (row, its line)
+        self.ids: dict[str, tuple[list[str], str]] = {}  # format 6: [ids] rows, their lines
 
     def _lines(self, start: int) -> Iterator[str]:
         """The text's lines from ``start``, split on "\\n" only: str.splitlines() would also
@@ -344,7 +458,7 @@ class _Reader:
                 depth += unclosed(line)
                 if depth <= 0:
                     pending[-1] = " ".join(pending[-1])
-                    _store_schema(self.schemas, *pending)
+                    _store_schema(self.schemas, *pending, runs=version >= 6)
                     pending = None
                 continue
             if not line or line.startswith("#"):
@@ -370,7 +484,9 @@ class _Reader:
                     pending = [where, state_no, store, part, [schema]]
                     depth = unclosed(schema)
                 else:
-                    _store_schema(self.schemas, where, state_no, store, part, schema)
+                    _store_schema(
+                        self.schemas, where, state_no, store, part, schema, runs=version >= 6
+                    )
                 continue
             self._row(section, _cells(line, where), where, number)
         self.lines = number - (raw == "")
@@ -385,7 +501,7 @@ class _Reader:
         version = self.version
         if version == 1 and line not in (_OPERATORS, _VERTICES, _STATES):
             raise DocumentError(f"{where}: section {line} does not exist in format 1")
-        if version < _SINCE.get(line, 1):
+        if not _SINCE.get(line, 1) <= version <= _UNTIL.get(line, version):
             raise DocumentError(f"{where}: section {line} does not exist in format {version}")
         first = self.seen.setdefault(line, number)
         if first != number:
@@ -409,7 +525,9 @@ class _Reader:
         return _int(cells, 0, where), _string(cells, 1, where), cells[2], rest
 
     def _row(self, section: str | None, cells: _Cells, where: str, number: int) -> None:
-        if section == _OPERATORS:
+        if self.version >= 6 and section in (_OPERATORS, _STAGES, _STATES, _IDS):
+            self._row_ids_once(section, cells, where, number)
+        elif section == _OPERATORS:
             _arity(cells, 7, where)
             op = OperatorFingerprint(
                 node=_int(cells, 4, where),
@@ -486,6 +604,109 @@ class _Reader:
         else:
             raise DocumentError(f"{where}: a row outside the [operators] section")
 
+    def _row_ids_once(self, section: str, cells: _Cells, where: str, number: int) -> None:
+        """Format 6's own rows: operators without IDs (node = row), stages, stateful operators
+        marked in [operators], and the [ids] that the others' IDs are read from."""
+        if section == _OPERATORS:
+            # One arity for the section: with the state column (a job with state) or without.
+            self.arity = self.arity or (4 if len(cells) == 4 else 3)
+            _arity(cells, self.arity, where)
+            node = len(self.ops) + 1
+            mark = cells[2] if self.arity == 4 else _NONE
+            if mark != _NONE or (self.arity == 4 and cells.quoted[2]):
+                found = None if cells.quoted[2] else _STATE_MARK.fullmatch(mark)
+                if found is None:
+                    raise DocumentError(
+                        f"{where}: the state column must be state/<n> or -, found "
+                        f"{printable(mark[:40])}"
+                    )
+                state = int(found.group(1))
+                if state in self.marks:
+                    raise DocumentError(
+                        f"{where}: a second operator marked state/{state} (the first is on "
+                        f"{self.marks[state][1]})"
+                    )
+                self.marks[state] = (node - 1, where)
+            op = OperatorFingerprint(
+                node=node,
+                name=_string(cells, self.arity - 1, where),
+                operator_id="",
+                parallelism=_int(cells, 1, where),
+            )
+            self.ops.append((_bare_cell(cells, 0, where), op))
+        elif section == _STAGES:
+            _arity(cells, 3, where)
+            label = _bare_cell(cells, 0, where)
+            first = self.vertex_lines.setdefault(label, number)
+            if first != number:
+                raise DocumentError(
+                    f"{where}: a second stage {printable(label[:40])} (the first is on "
+                    f"line {first})"
+                )
+            self.vertices.append((label, "", _int(cells, 1, where), _string(cells, 2, where)))
+        elif section == _STATES and self.states is not None:
+            _arity(cells, 3, where)
+            self.states.append(
+                StateOperator(
+                    _int(cells, 0, where), "", _string(cells, 2, where), _string(cells, 1, where)
+                )
+            )
+        elif section == _IDS:
+            what = "" if cells.quoted[0] else cells[0]  # a line has a cell
+            if what not in ("operators", "stages") or what in self.ids:
+                raise DocumentError(
+                    f"{where}: expected an [ids] row of operators, then one of stages, each "
+                    f"once; found {printable(cells[0][:40])!r}"
+                )
+            self.ids[what] = ([_hex(cells, i, where) for i in range(1, len(cells))], where)
+
+    def _resolve_ids(self) -> None:
+        """Format 6: put the IDs of [ids] where format 5 wrote them, each operator's on its
+        row, each stage's (its last operator's, unless [ids] lists the stages'), each stateful
+        operator's (the operator marked with its state/<n>)."""
+        origin = self.origin
+        ids, where = self.ids.get("operators", ([], origin))
+        if len(ids) != len(self.ops):
+            raise DocumentError(
+                f"{where}: {len(ids)} operator IDs for the {len(self.ops)} operators of [operators]"
+            )
+        self.ops = [
+            (label, op._replace(operator_id=i))
+            for (label, op), i in zip(self.ops, ids, strict=True)
+        ]
+        stage_ids, where = self.ids.get("stages", (None, origin))
+        if stage_ids is not None and len(stage_ids) != len(self.vertices):
+            raise DocumentError(
+                f"{where}: {len(stage_ids)} stage IDs for the {len(self.vertices)} stages of "
+                "[stages]"
+            )
+        last = {label: op.operator_id for label, op in self.ops}
+        vertices = []
+        for i, (label, _, parallelism, name) in enumerate(self.vertices):
+            vid = stage_ids[i] if stage_ids is not None else last.get(label)
+            if vid is None:
+                raise DocumentError(
+                    f"{origin}: stage {printable(label[:40])} has no operators, and [ids] "
+                    "lists no stage IDs"
+                )
+            vertices.append((label, vid, parallelism, name))
+        self.vertices = vertices
+        listed = {s.state_operator_id for s in self.states or ()}
+        for state, (_, where) in sorted(self.marks.items()):
+            if state not in listed:
+                raise DocumentError(f"{where}: state/{state} is not in [state operators]")
+        if self.states is not None:
+            states = []
+            for s in self.states:
+                mark = self.marks.pop(s.state_operator_id, None)
+                if mark is None:
+                    raise DocumentError(
+                        f"{origin}: no operator in [operators] is marked "
+                        f"state/{s.state_operator_id}"
+                    )
+                states.append(replace(s, operator_id=ids[mark[0]]))
+            self.states = states
+
     def _check_whole(self) -> None:
         """A snapshot cut short (a crash of another tool, a bad merge, a truncated copy) must
         not read as a job of fewer operators, or of none: every change would pass against it.
@@ -517,6 +738,9 @@ class _Reader:
         origin = self.origin
         stores = self.stores
         meaning = self.meaning
+        if self.version >= 6:
+            self._check_whole()  # a file cut short lacks the [ids] the others need
+            self._resolve_ids()
         for (state_number, store_name), parts in self.schemas.items():
             stores.setdefault(state_number, []).append(
                 StateStore(store_name, parts.get("key"), parts.get("value"))
@@ -669,6 +893,8 @@ def _store_schema(
     store: str,
     part: str,
     cell: str,
+    *,
+    runs: bool = False,
 ) -> None:
     """One format 3 schema cell (``-``, a JSON-quoted schema or DDL) into ``schemas``."""
     parts = schemas.setdefault((state, store), {})
@@ -682,7 +908,7 @@ def _store_schema(
         parts[part] = _string(quoted, 0, where)
     else:
         try:
-            parts[part] = schema_json(cell)
+            parts[part] = schema_json(cell, runs=runs)
         except ValueError as exc:
             raise DocumentError(f"{where}: malformed {part} schema: {exc}") from None
 

@@ -93,7 +93,9 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
             return self.text
         fp = fingerprint(data)
         rules = engine_rules(fp.engine, fp)
-        return dumps(rules.snapshot_form(fp), rules.snapshot_preamble(fp))
+        # An engine that finds state by position (Spark) gets its operator IDs written once.
+        ids_once = not getattr(rules, "ids_find_state", True)
+        return dumps(rules.snapshot_form(fp), rules.snapshot_preamble(fp), ids_once=ids_once)
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
         if self.keep or isinstance(snapshot_data, Unreadable):
