@@ -21,39 +21,38 @@ __all__ = [
     "quote",
     "quote_all",
     "safe_text",
+    "shorten",
 ]
 
-# Characters json.dumps(ensure_ascii=False) leaves raw that still break or disguise a line:
-# NEL, the line and paragraph separators, bidi embeddings/overrides/isolates, and the C1
-# controls. They become \\uXXXX escapes, which JSON reads back as the same characters.
+# The one set of characters that must not reach a log, a terminal or a snapshot raw, whatever
+# prints them: the C0 controls but tab and newline (ANSI escapes, OSC, BEL, carriage returns),
+# DEL and the C1 controls (NEL among them), the line and paragraph separators, the bidi marks
+# (U+200E, U+200F, U+061C), embeddings, overrides and isolates, the BOM (U+FEFF, a zero-width
+# no-break space), and lone surrogates (a path's undecodable bytes). Each becomes a \\uXXXX
+# escape, which JSON reads back as the same character. Applied to JSON text it only touches the
+# inside of strings: JSON writers put no raw control outside them but newlines.
 _UNSAFE = re.compile(
-    "[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ufeff\ud800-\udfff]"
 )
 
 
 # The same characters in UTF-8 (a lone surrogate as surrogatepass writes it), to find them in
 # bytes already encoded without decoding them first.
 _UNSAFE_UTF8 = re.compile(
-    rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbb\xbf"
-    rb"|\xed[\xa0-\xbf]"
+    rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]"
+    rb"|\xe2\x81[\xa6-\xa9]|\xef\xbb\xbf|\xed[\xa0-\xbf]"
 )
 
-
-# What must not reach a terminal raw in any message, table or path, whatever it quotes: the C0
-# controls but tab and newline (ANSI escapes, OSC, BEL, carriage returns), DEL and C1, NEL, the
-# line and paragraph separators, bidi marks, embeddings, overrides and isolates (U+061C too),
-# the BOM, and lone surrogates (a path's undecodable bytes).
-_UNSAFE_IN_TEXT = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
-    "\ufeff\ud800-\udfff]"
-)
+#: The ellipsis that marks where :func:`shorten` cut a text.
+_ELLIPSIS = "\u2026"
 
 
 def safe_text(text: str) -> str:
     """``text`` as printed by every command and failure message: each character that could
     forge or hide a line written as ``\\uXXXX``, tabs and newlines kept. Text already escaped
     (by :func:`quote`) holds none of them, so it is never escaped twice."""
-    return _UNSAFE_IN_TEXT.sub(_escape, text) if _UNSAFE_IN_TEXT.search(text) else text
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -75,9 +74,23 @@ def escape_unsafe_utf8(data: bytes) -> bytes:
     return escape_unsafe(data.decode("utf-8", "surrogatepass")).encode("utf-8")
 
 
-def quote(text: str) -> str:
-    """``text`` as a JSON string literal on one line, every unsafe character escaped."""
+def quote(text: str, limit: int | None = None, around: int | None = None) -> str:
+    """``text`` as a JSON string literal on one line, every unsafe character escaped; at most
+    ``limit`` characters of it where given (see :func:`shorten`)."""
+    if limit is not None:
+        text = shorten(text, limit, around)
     return _UNSAFE.sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+def shorten(text: str, limit: int, around: int | None = None) -> str:
+    """At most ``limit`` characters of ``text``: its start, or those around position
+    ``around`` (``len(text)`` keeps the end, say of a long path); an ellipsis marks each end
+    that was cut. Keeps a message to one readable line whatever a file holds."""
+    if len(text) <= limit:
+        return text
+    start = 0 if around is None else max(0, min(around - limit // 2, len(text) - limit))
+    cut = text[start : start + limit]
+    return (_ELLIPSIS if start else "") + cut + (_ELLIPSIS if start + limit < len(text) else "")
 
 
 def quote_all(values: Sequence[str | None], none: str = "") -> list[str]:

@@ -25,18 +25,17 @@ before it is checked against the bytes that are left.
 from __future__ import annotations
 
 import contextlib
-import json
 import mmap
 import os
-import re
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.io.java_data import DataInput
 from pytest_opid.io.json import open_regular
+from pytest_opid.text import printable, quote, shorten
 
 __all__ = [
     "METADATA_FILE",
@@ -59,10 +58,6 @@ _SUPPORTED_VERSIONS = range(3, 8)
 # A _metadata file is kilobytes to megabytes; refuse to slurp anything absurd.
 _MAX_FILE_SIZE = 1 << 31
 
-_I16 = struct.Struct(">h").unpack_from
-_U16 = struct.Struct(">H").unpack_from
-_I32 = struct.Struct(">i").unpack_from
-_I64 = struct.Struct(">q").unpack_from
 
 # The kinds of state of a subtask (OperatorSubtaskState's collections), as bits.
 _MANAGED_OPERATOR = 1
@@ -222,91 +217,10 @@ class StateFile:
     kind: str
 
 
-# ---------------------------------------------------------------------------------------------
-#  Text that is safe to print
-# ---------------------------------------------------------------------------------------------
-
-# What json.dumps(ensure_ascii=False) leaves raw that still breaks or disguises a line: C1
-# controls, NEL, the line and paragraph separators, bidi marks, embeddings, overrides and
-# isolates, the BOM and lone surrogates.
-_UNSAFE = re.compile(
-    "[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
-)
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
-def _quote(text: str, limit: int | None = 80) -> str:
-    """``text`` as a one-line JSON string literal, unsafe characters escaped, at most ``limit``
-    characters of it quoted."""
-    if limit is not None and len(text) > limit:
-        text = text[:limit] + "\u2026"
-    return _UNSAFE.sub(_escape_char, json.dumps(text, ensure_ascii=False))
-
-
 def _show_origin(origin: str, limit: int = 100) -> str:
     """The file name for a message: escaped like a quoted value, without quotes, and only its
     tail (the part naming the savepoint) where it is very long."""
-    if len(origin) > limit:
-        origin = "\u2026" + origin[-limit:]
-    if origin.isprintable() and not _UNSAFE.search(origin):
-        return origin
-    return _quote(origin, limit + 1)[1:-1]
-
-
-# ---------------------------------------------------------------------------------------------
-#  Modified UTF-8 (java.io.DataInputStream.readUTF)
-# ---------------------------------------------------------------------------------------------
-
-
-def _decode_modified_utf8(raw: bytes) -> str | None:
-    """Decode what ``DataInputStream.readUTF`` accepts; ``None`` where it would throw.
-
-    Java writes NUL as ``C0 80`` and a character outside the BMP as two 3-byte surrogates, which
-    Python's strict UTF-8 decoder refuses; Java refuses 4-byte sequences, which Python accepts.
-    Paired surrogates become one character; a lone surrogate becomes U+FFFD so that the result
-    can always be printed and encoded.
-    """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
-        if not text or max(text) <= "\uffff":
-            return text
-    units: list[int] = []
-    i, n = 0, len(raw)
-    while i < n:
-        c = raw[i]
-        high = c >> 4
-        if high < 8:
-            units.append(c)
-            i += 1
-        elif high in (12, 13):
-            if i + 1 >= n or raw[i + 1] & 0xC0 != 0x80:
-                return None
-            units.append(((c & 0x1F) << 6) | (raw[i + 1] & 0x3F))
-            i += 2
-        elif high == 14:
-            if i + 2 >= n or raw[i + 1] & 0xC0 != 0x80 or raw[i + 2] & 0xC0 != 0x80:
-                return None
-            units.append(((c & 0x0F) << 12) | ((raw[i + 1] & 0x3F) << 6) | (raw[i + 2] & 0x3F))
-            i += 3
-        else:
-            return None
-    chars: list[str] = []
-    i, n = 0, len(units)
-    while i < n:
-        u = units[i]
-        if 0xD800 <= u <= 0xDBFF and i + 1 < n and 0xDC00 <= units[i + 1] <= 0xDFFF:
-            chars.append(chr(0x10000 + ((u - 0xD800) << 10) + (units[i + 1] - 0xDC00)))
-            i += 2
-            continue
-        chars.append("\ufffd" if 0xD800 <= u <= 0xDFFF else chr(u))
-        i += 1
-    return "".join(chars)
+    return printable(shorten(origin, limit, around=len(origin)))
 
 
 def _wrap32(value: int) -> int:
@@ -393,18 +307,16 @@ _J_DISCARD, _J_ENUM, _J_ARRAY, _J_CLASS, _J_REPEAT, _J_PUSH = range(5, 11)
 _JavaStep = tuple[int, object, int]
 
 
-class _Parser:
-    """One pass over the bytes of a ``_metadata`` file."""
+class _Parser(DataInput):
+    """One pass over the bytes of a ``_metadata`` file: Java's data stream (the primitives are
+    :class:`~pytest_opid.io.java_data.DataInput`'s) and object stream."""
 
     __slots__ = (
-        "data",
-        "end",
         "files",
         "op_id",
         "op_index",
         "origin",
         "part",
-        "pos",
         "stream_tag",
         "subtask",
         "version",
@@ -412,9 +324,7 @@ class _Parser:
     )
 
     def __init__(self, data: bytes, origin: str, collect_files: bool = False) -> None:
-        self.data = data
-        self.end = len(data)
-        self.pos = 0
+        super().__init__(data)
         self.origin = origin
         self.version = 0
         self.what = "the header"
@@ -443,73 +353,6 @@ class _Parser:
             f"{_show_origin(self.origin)}: {problem} at byte {byte} while reading {where}"
         )
 
-    def truncated(self, at: int) -> NoReturn:
-        self.fail("truncated", at)
-
-    # --- primitives (java.io.DataInputStream) -------------------------------------------------
-
-    def u8(self) -> int:
-        pos = self.pos
-        if pos >= self.end:
-            self.truncated(pos)
-        self.pos = pos + 1
-        return self.data[pos]
-
-    def i32(self) -> int:
-        pos = self.pos
-        if pos + 4 > self.end:
-            self.truncated(pos)
-        self.pos = pos + 4
-        value: int = _I32(self.data, pos)[0]
-        return value
-
-    def i64(self) -> int:
-        pos = self.pos
-        if pos + 8 > self.end:
-            self.truncated(pos)
-        self.pos = pos + 8
-        value: int = _I64(self.data, pos)[0]
-        return value
-
-    def skip(self, count: int, unit: str = "bytes", width: int = 1) -> None:
-        """Skip ``count`` items of ``width`` bytes, a count the file gave."""
-        pos = self.pos
-        if count < 0:
-            self.fail(f"negative length {count}", pos)
-        if count * width > self.end - pos:
-            self.fail(f"{count} {unit} announced, only {self.end - pos} bytes left", pos)
-        self.pos = pos + count * width
-
-    def count(self, unit: str) -> int:
-        """A count that Java uses to size an array or list (negative ones throw there); each
-        item takes at least a byte, so a count larger than the bytes left is corrupt."""
-        at = self.pos
-        n = self.i32()
-        if n < 0:
-            self.fail(f"negative count {n} of {unit}", at)
-        if n > self.end - self.pos:
-            self.fail(f"{n} {unit} announced, only {self.end - self.pos} bytes left", at)
-        return n
-
-    def utf(self) -> str:
-        """``DataInputStream.readUTF``."""
-        pos = self.pos
-        if pos + 2 > self.end:
-            self.truncated(pos)
-        length: int = _U16(self.data, pos)[0]
-        start = pos + 2
-        stop = start + length
-        if stop > self.end:
-            self.truncated(pos)
-        self.pos = stop
-        raw = self.data[start:stop]
-        if raw.isascii():
-            return raw.decode("ascii")
-        text = _decode_modified_utf8(raw)
-        if text is None:
-            self.fail("malformed modified UTF-8 string", pos)
-        return text
-
     # --- the file ---------------------------------------------------------------------------
 
     def parse(self) -> Savepoint:
@@ -521,13 +364,12 @@ class _Parser:
                 f"{_show_origin(self.origin)}: only {self.end} bytes, too short for a Flink "
                 "_metadata file"
             )
-        magic: int = _I32(self.data, 0)[0] & 0xFFFFFFFF
+        magic = self.i32() & 0xFFFFFFFF
         if magic != _MAGIC:
             raise DocumentError(
                 f"{_show_origin(self.origin)}: not a Flink savepoint or checkpoint _metadata "
                 f"file (magic number 0x{magic:08x}, expected 0x{_MAGIC:08x})"
             )
-        self.pos = 4
         version = self.i32()
         if version not in _SUPPORTED_VERSIONS:
             hint = " (Flink 1.10 or older)" if version in (1, 2) else ""
@@ -584,7 +426,7 @@ class _Parser:
             outer_end = self.end
             self.end = self.pos + length
             self.i32()  # version
-            self.utf()  # name
+            self.utf_units()  # name
             self.skip(self.i32(), "bytes of master state")
             if self.pos != self.end:
                 self.fail("trailing bytes in a master state")
@@ -796,7 +638,7 @@ class _Parser:
                     self.fail("a key-groups handle around a null handle", at)
                 return None
             if tag == _BYTE_STREAM_HANDLE:
-                self.utf()  # the handle name (a path-like name; no such file exists)
+                self.utf_units()  # the handle name (a path-like name; no such file exists)
                 length = self.i32()
                 self.skip(length, "bytes of inline state")
                 return length
@@ -828,7 +670,7 @@ class _Parser:
                 if not 0 <= scope < _STATE_SCOPES:
                     self.fail(f"unknown state scope {scope}", at)
                 path = self.path()
-                self.utf()  # the logical file id
+                self.utf_units()  # the logical file id
                 self.record(path, size, "segment")
                 return max(size, 0)
             if tag == _EMPTY_SEGMENT_FILE_HANDLE:
@@ -866,7 +708,7 @@ class _Parser:
             self.fail(f"unknown operator state handle tag {tag}", at)
         entries = self.count("named states")
         for _ in range(entries):
-            self.utf()  # the state's name
+            self.utf_units()  # the state's name
             at = self.pos
             mode = self.u8()
             if mode >= _OPERATOR_STATE_MODES:  # a negative Java byte is >= 128 here
@@ -914,7 +756,7 @@ class _Parser:
                 if size is None:
                     self.fail("a key-groups handle around a null handle", inner_at)
                 if tag == _KEY_GROUPS_HANDLE_V2:
-                    self.utf()  # the state handle id
+                    self.utf_units()  # the state handle id
             elif tag in (_INCREMENTAL_KEY_GROUPS_HANDLE, _INCREMENTAL_KEY_GROUPS_HANDLE_V2):
                 size = self.incremental_handle(tag == _INCREMENTAL_KEY_GROUPS_HANDLE_V2)
             elif tag in (_CHANGELOG_HANDLE, _CHANGELOG_HANDLE_V2):
@@ -932,7 +774,7 @@ class _Parser:
                     length = self.i32()
                     self.skip(length, "bytes of a state change")
                     size += length
-                self.utf()  # the state handle id
+                self.utf_units()  # the state handle id
             elif tag in (_CHANGELOG_FILE_INCREMENT_HANDLE, _CHANGELOG_FILE_INCREMENT_HANDLE_V2):
                 self.key_group_range()
                 for _ in range(self.count("changelog files")):
@@ -941,9 +783,9 @@ class _Parser:
                     self.what = "the " + _KEYED_HANDLE_NAMES[tag]
                 size = max(self.i64(), 0)
                 self.i64()  # checkpointed size
-                self.utf()  # the state handle id
+                self.utf_units()  # the state handle id
                 if tag == _CHANGELOG_FILE_INCREMENT_HANDLE_V2:
-                    self.utf()  # the storage identifier
+                    self.utf_units()  # the storage identifier
             else:
                 self.fail(f"unknown keyed state handle tag {tag}", at)
             if not frames:
@@ -965,7 +807,7 @@ class _Parser:
                 self.i64()  # materialization id
                 if frame[2] == _CHANGELOG_HANDLE_V2:
                     self.i64()  # checkpoint id
-                self.utf()  # the state handle id
+                self.utf_units()  # the state handle id
                 frames.pop()
             else:
                 return total
@@ -973,7 +815,7 @@ class _Parser:
     def incremental_handle(self, v2: bool) -> int:
         """``MetadataV2V3SerializerBase.deserializeIncrementalStateHandle`` (RocksDB)."""
         self.i64()  # checkpoint id
-        self.utf()  # backend id
+        self.utf_units()  # backend id
         at = self.pos
         start = self.i32()
         count = self.i32()
@@ -987,7 +829,7 @@ class _Parser:
             self.what = what
             for _ in range(self.count(f"{files} files")):
                 self.what = what
-                self.utf()  # the local path
+                self.utf_units()  # the local path
                 at = self.pos
                 file_size = self.stream()
                 if file_size is None:
@@ -996,7 +838,7 @@ class _Parser:
                 size += file_size
         self.what = what
         if v2:
-            self.utf()  # the state handle id
+            self.utf_units()  # the state handle id
         return size
 
     def channel_handle(self, input_side: bool) -> int:
@@ -1041,14 +883,11 @@ class _Parser:
         at = self.pos
         tag = self.u8()
         if tag == _TC_STRING:
-            text = self.utf()
+            text = self.utf_units()  # Java's string as is: never shown, lone surrogates too
         elif tag == _TC_LONGSTRING:
             length = self.i64()
             self.skip(length, "bytes of a long string")
-            decoded = _decode_modified_utf8(self.data[self.pos - length : self.pos])
-            if decoded is None:
-                self.fail("malformed modified UTF-8 string", at)
-            text = decoded
+            text = self.modified_utf8(self.data[self.pos - length : self.pos], at)
         elif tag == _TC_REFERENCE:
             found = self.java_reference(handles)
             if not isinstance(found, str):
@@ -1216,21 +1055,18 @@ class _Parser:
             self.pos = at
             values.append(self.java_string(handles))
         elif tag == _TC_CLASSDESC:
-            desc = _JavaClassDesc(self.utf())
+            desc = _JavaClassDesc(self.utf_units())
             self.skip(8, "bytes of a serialVersionUID")
             handles.append(desc)
             desc.flags = self.u8()
             field_at = self.pos
-            if self.end - field_at < 2:
-                self.truncated(field_at)
-            fields: int = _I16(self.data, field_at)[0]
-            self.pos = field_at + 2
+            fields = self.i16()
             if not 0 <= fields <= self.end - self.pos:
                 self.fail(f"invalid number of fields {fields}", field_at)
             for _ in range(fields):
                 code_at = self.pos
                 code = chr(self.u8())
-                self.utf()  # the field name
+                self.utf_units()  # the field name
                 if code in "L[":
                     self.java_string(handles)  # the field's class name
                 elif code not in _PRIMITIVE_WIDTHS:
@@ -1246,7 +1082,7 @@ class _Parser:
             desc = _JavaClassDesc("<proxy>")
             handles.append(desc)
             for _ in range(self.count("proxy interfaces")):
-                self.utf()
+                self.utf_units()  # an interface name
             todo.append((_J_DESC_DONE, desc, 0))
             todo.append((_J_READ, None, 0))
             todo.append((_J_ANNOTATION, None, 0))
@@ -1298,7 +1134,7 @@ def _metadata_path(path: str | os.PathLike[str]) -> Path:
 
 def _os_error(exc: Exception) -> str:
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return _quote(text)[1:-1]
+    return quote(text, 80)[1:-1]
 
 
 def read_savepoint(path: str | os.PathLike[str]) -> Savepoint:
@@ -1350,7 +1186,7 @@ def _mapped(metadata: Path) -> Iterator[bytes]:
 
 
 def _quote_or_dash(value: str | None) -> str:
-    return "-" if value is None else _quote(value, limit=None)
+    return "-" if value is None else quote(value)
 
 
 def render_text(savepoint: Savepoint) -> str:
