@@ -40,7 +40,6 @@ body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px
 background:#ffffff}
 h1{font-size:20px}h2{font-size:16px;margin-top:32px}
 .picture{overflow:auto;border:1px solid #d9e2ec;border-radius:6px;padding:8px;margin:8px 0}
-.notes{color:#52606d;font-size:13px}
 pre{background:#f5f7fa;border:1px solid #d9e2ec;border-radius:6px;padding:10px;overflow:auto;
 font-size:12px;white-space:pre}
 pre.failure,pre.explanation{white-space:pre-wrap;overflow-wrap:break-word}
@@ -89,11 +88,8 @@ def scene_html_fragment(scene: Scene, direction: str = "TB", *, id_prefix: str =
 
 def scene_html(scene: Scene, *, direction: str = "TB") -> str:
     """The scene as a self-contained HTML page."""
+    # The notes are in the picture (scene_svg draws them under its title): not again here.
     body = [f"<h1>{xml_escape(scene.title or 'topology')}</h1>"]
-    if scene.notes:
-        body.append('<ul class="notes">')
-        body += [f"<li>{xml_escape(note)}</li>" for note in scene.notes]
-        body.append("</ul>")
     body.append(scene_html_fragment(scene, direction))
     return _page(scene.title or "topology", body)
 
@@ -199,10 +195,7 @@ def _section(
     ]
     if isinstance(failure, str):
         out.append(f'<pre class="failure">{xml_escape(failure)}</pre>')
-    if scene.notes:
-        out.append('<ul class="notes">')
-        out += [f"<li>{xml_escape(note)}</li>" for note in scene.notes]
-        out.append("</ul>")
+    # The scene's notes are drawn in the picture, under its title: once is enough.
     svg = scene_svg(scene, direction=direction, id_prefix=f"s{number}")
     out.append(f'<div class="picture">{svg}</div>')
     if scene.explanation and not isinstance(failure, str):

@@ -12,6 +12,7 @@ overrides escaped); each format still escapes it for its own syntax.
 from __future__ import annotations
 
 import itertools
+import textwrap
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pytest_opid.comparison import Comparison
 from pytest_opid.engine_rules import Check
 from pytest_opid.render.explain import render as explain
-from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint
+from pytest_opid.result import UNKNOWN, Fingerprint, JobVertex, OperatorFingerprint
 from pytest_opid.text import plural, printable
 
 __all__ = [
@@ -116,10 +117,12 @@ def topology_scene(fp: Fingerprint, title: str | None = None) -> Scene:
     engine = fp.engine
     chain, _ = _words(engine)
     states = _state_lines(fp)
+    meanings = _meaning_lines(fp)
     groups, group_of = _groups(fp.job_vertices, chain)
     nodes = [
         SceneNode(
-            lines=_operator_lines(engine, op, states.get(op.operator_id)),
+            lines=_operator_lines(engine, op, states.get(op.operator_id))
+            + meanings.get(op.operator_id, ()),
             title=_operator_title(engine, op, fp, states.get(op.operator_id)),
             stateful=op.operator_id in states or op.stateful is True,
             group=group_of.get(op.job_vertex),
@@ -177,6 +180,82 @@ def _state_lines(fp: Fingerprint) -> dict[str, str]:
     return out
 
 
+#: The longest line of what a state means on a stateful operator's box.
+MEANING_LIMIT = 52
+#: Lines of what a state means on one box; the tooltip has them all.
+MEANING_LINES = 6
+
+
+def _meaning_lines(
+    fp: Fingerprint, before: Fingerprint | None = None
+) -> dict[str, tuple[str, ...]]:
+    """What each stateful operator's state means (its keys, window, aggregates), a few short
+    lines by operator ID, from the fingerprint's state meaning: a reviewer sees on the box
+    what the state holds, not only where it is. ``before``: the old job, whose state/<n> of
+    the same number says which keys and aggregates are new (``+``) or gone (``-``)."""
+    old = {s.state_operator_id: s.meaning for s in (before.state_operators or ())} if before else {}
+    out: dict[str, tuple[str, ...]] = {}
+    for s in fp.state_operators or ():
+        if s.meaning:
+            lines = meaning_lines(s.meaning, old.get(s.state_operator_id))
+            out[s.operator_id] = out.get(s.operator_id, ()) + lines
+    return out
+
+
+def meaning_lines(
+    meaning: Sequence[tuple[str, str]], before: Sequence[tuple[str, str]] | None = None
+) -> tuple[str, ...]:
+    """``keys: window(event_time, 5 minutes), page`` and ``aggregates: count(1), ...``: the
+    numbered facts of one kind on one line, their types left out; other facts as they are,
+    unknown ones (``?``) left out. Against ``before`` (the old meaning of this state/<n>), a
+    key or aggregate it did not have is marked ``+``, one it had and this lacks ``-``. Long
+    lines wrap; at most :data:`MEANING_LINES` lines in all."""
+    now = _meaning_items(meaning)
+    then = _meaning_items(before) if before else None
+    lines = []
+    for kind, items in now.items():
+        if kind in ("key", "aggregate"):
+            shown = list(items)
+            if then is not None:
+                old = then.get(kind, [])
+                shown = [item if item in old else f"+{item}" for item in items]
+                shown += [f"-{item}" for item in old if item not in items]
+            word = kind if len(shown) == 1 else f"{kind}s"
+            lines.append(f"{word}: {', '.join(shown)}")
+        else:
+            lines += (f"{kind}: {item}" for item in items)
+    wrapped = [
+        part
+        for line in lines
+        for part in textwrap.wrap(line, MEANING_LIMIT, subsequent_indent="\u00a0\u00a0") or [""]
+    ]
+    if len(wrapped) > MEANING_LINES:
+        more = len(wrapped) - MEANING_LINES + 1
+        wrapped = [*wrapped[: MEANING_LINES - 1], f"(+{more} more lines in the tooltip)"]
+    return tuple(printable(line) for line in wrapped)
+
+
+def _meaning_items(meaning: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """Facts by kind: ``key 1``, ``key 2`` as ``key``; ``aggregate n`` as ``aggregate``;
+    other facts under their own name. Unknown values are left out."""
+    items: dict[str, list[str]] = {"key": [], "aggregate": []}
+    for fact, value in meaning:
+        if value == UNKNOWN:
+            continue
+        kind, _, number = fact.rpartition(" ")
+        if number.isdigit() and kind in ("key", "aggregate"):
+            items[kind].append(_untyped(value))
+        else:
+            items.setdefault(fact, []).append(value)
+    return {kind: found for kind, found in items.items() if found}
+
+
+def _untyped(value: str) -> str:
+    """``page: string`` -> ``page``: the type is in the snapshot's schemas."""
+    head, sep, _ = value.partition(": ")
+    return head if sep else value
+
+
 def _operator_lines(engine: str, op: OperatorFingerprint, state: str | None) -> tuple[str, ...]:
     lines = [_short(op.name), f"{op.operator_id[:8]} \u00b7 {_parallelism(engine, op.parallelism)}"]
     if engine != "spark":
@@ -203,6 +282,9 @@ def _operator_title(
     parts.append(_parallelism(engine, op.parallelism))
     if state is not None:
         parts.append(state)
+        for s in fp.state_operators or ():
+            if s.operator_id == op.operator_id:
+                parts += (printable(f"{fact}: {value}") for fact, value in s.meaning)
     elif op.stateful is True:
         parts.append("stateful")
     return "\n".join(parts)
@@ -287,20 +369,26 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
         counterpart[id(o)] = index_new[id(n)]
         if o.name != n.name:
             status[id(n)] = ("unchanged", _short(f"renamed from {printable(o.name)}"), "")
+    # A new ID that harms no state is drawn as unchanged, its box quiet (the tooltip and one
+    # note say it): a filter added upstream gives every Spark operator below it a new ID, and
+    # ten yellow boxes would drown the one whose state breaks.
+    quiet = 0
     for o, n in c.changed:
         counterpart[id(o)] = index_new[id(n)]
         was = f" (was {printable(o.name)})" if o.name != n.name else ""
         if spark:
+            quiet += 1
             status[id(n)] = (
-                "changed",
-                f"ID changed (was {o.operator_id[:8]})",
+                "unchanged",
+                "",
                 f"operator ID {o.operator_id} -> {n.operator_id}{was}: harmless on its own, "
                 "Spark finds state by state/<n>, not by ID",
             )
         elif o.stateful is False:
+            quiet += 1
             status[id(n)] = (
-                "changed",
-                f"ID changed (was {o.state_id[:8]})",
+                "unchanged",
+                "",
                 f"ID {o.state_id} -> {n.state_id}; stateless, nothing to restore",
             )
         else:
@@ -401,12 +489,16 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
         if c.mode == "streaming":
             _mark_state_findings(c, by_id_new, status)
     nodes = []
+    meanings = _meaning_lines(new, old if c.mode == "streaming" else None)
     for op in new.operators:
         state, line, tip = status.get(id(op), ("unchanged", "", ""))
         lines = _operator_lines(engine, op, states.get(op.operator_id))
         title = _operator_title(engine, op, new, states.get(op.operator_id))
-        if line:
+        if line and state in _ALARMS:
+            lines = (lines[0], line, *lines[1:])  # what breaks leads, under the name
+        elif line:
             lines += (line,)
+        lines += meanings.get(op.operator_id, ())
         if id(op) in extra_line:
             lines += (extra_line[id(op)],)
             tip = f"{tip}; {extra_line[id(op)]}" if tip else extra_line[id(op)]
@@ -422,6 +514,13 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
         )
     index = {op.node: i for i, op in enumerate(new.operators)}
     edges, notes = _edges(new, index, nodes)
+    if quiet:
+        why = (
+            "harmless, Spark finds state by state/<n>, not by ID"
+            if spark
+            else "stateless, nothing to restore"
+        )
+        notes.insert(0, f"{plural(quiet, 'operator')} with a new ID drawn as unchanged: {why}")
     # Ghosts: removed operators, wired by the old job's edges to what they became.
     old_states = _state_lines(old)
     ghost_of: dict[int, int] = {}
@@ -474,6 +573,10 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
         chain_word=chain,
         diff=True,
     )
+
+
+#: Statuses that say the state breaks: drawn first on the box, and strongest.
+_ALARMS = ("lost", "misplaced")
 
 
 def _mark_stage_changes(
@@ -540,15 +643,12 @@ def _diff_legend(engine: str, mode: str) -> list[tuple[str, str]]:
     if engine == "spark":
         if mode == "batch":
             return [
-                ("unchanged", "unchanged"),
-                ("changed", "operator ID changed (a batch job keeps no state)"),
                 ("new", "new operator"),
                 ("removed", "removed operator (dashed)"),
+                ("unchanged", "unchanged, or only its ID changed (a batch job keeps no state)"),
                 ("chain", "box: a stage; marked added or changed where that changed"),
             ]
         return [
-            ("unchanged", "unchanged"),
-            ("changed", "operator ID changed: harmless, state is found by state/<n>"),
             (
                 "lost",
                 "state lost: no operator reads its state/<n> any more, or Spark refuses it "
@@ -561,15 +661,18 @@ def _diff_legend(engine: str, mode: str) -> list[tuple[str, str]]:
             ),
             ("new", "new operator (a new state/<n> starts empty)"),
             ("removed", "removed operator (dashed)"),
+            (
+                "unchanged",
+                "unchanged, or only its operator ID changed: harmless, state is found by state/<n>",
+            ),
             ("chain", "box: a stage; marked split or merged where that changed"),
         ]
     return [
-        ("unchanged", "unchanged: restores its own state"),
-        ("changed", "ID changed, stateless: nothing to restore"),
         ("lost", "state lost: the savepoint's state under its old ID finds no operator"),
         ("misplaced", "wrong state: restores the state of another operator"),
         ("new", "new: starts with empty state"),
         ("removed", "removed (dashed): its state finds no operator"),
+        ("unchanged", "unchanged: restores its own state (or stateless, only its ID changed)"),
         ("chain", "box: a job vertex; marked split or merged where that changed"),
     ]
 

@@ -59,9 +59,13 @@ stroke-width:1.6;stroke-dasharray:6 3}
 fill:#3e4c59}
 .opid-picture .state-mark{fill:#334e68}
 .opid-picture .status-unchanged .node{fill:#f5f7fa;stroke:#8794a3}
+.opid-picture .status-unchanged .detail{fill:#7b8794}
 .opid-picture .status-changed .node{fill:#fff5d6;stroke:#b7860b;stroke-width:1.6}
-.opid-picture .status-lost .node{fill:#fde3e1;stroke:#c0392b;stroke-width:2.2}
-.opid-picture .status-misplaced .node{fill:#f0e4fb;stroke:#7d3cb5;stroke-width:2.2}
+.opid-picture .status-lost .node{fill:#fde3e1;stroke:#c0392b;stroke-width:3}
+.opid-picture .status-misplaced .node{fill:#f0e4fb;stroke:#7d3cb5;stroke-width:3}
+.opid-picture .alarm{font-size:11px;font-weight:700}
+.opid-picture .status-lost .alarm{fill:#a61b1b}
+.opid-picture .status-misplaced .alarm{fill:#5b2a86}
 .opid-picture .status-new .node{fill:#e2f6e6;stroke:#2e7d32;stroke-width:1.6}
 .opid-picture .status-removed .node{fill:none;stroke:#8794a3;stroke-dasharray:5 4}
 .opid-picture .status-removed text{fill:#7b8794}
@@ -259,6 +263,8 @@ def _node(node: SceneNode, rect: Rect) -> str:
     for i, line in enumerate(node.lines):
         y = round(rect.y + NODE_PAD_Y + LINE * i + 11.5, 1)
         cls = "name" if i == 0 else "detail"
+        if i == 1 and node.status in ("lost", "misplaced"):
+            cls = "alarm"  # what breaks, right under the name
         parts.append(f'<text class="{cls}" x="{x}" y="{y}">{xml_escape(line)}</text>')
     parts.append("</g>")
     return "".join(parts)
