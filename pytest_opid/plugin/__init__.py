@@ -21,6 +21,7 @@ extension machinery and the report load only when a test uses the fixture or the
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -794,8 +795,33 @@ def _finish(session: pytest.Session) -> None:
         failures = extension.TopologySnapshotExtension.delete_failures
         state.output_errors += failures
         failures.clear()
+        kept = extension.TopologySnapshotExtension.kept_locations
+        _uncount_kept(config, set(kept))
+        kept.clear()
     if (state.conflicts or state.output_errors) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _uncount_kept(config: pytest.Config, kept: set[str]) -> None:
+    """syrupy's summary counts every unused snapshot it asked to delete as deleted ("1 unused
+    snapshot deleted", "Deleted ..."); the ones a read-only folder or a directory in their
+    place kept are taken out of its report, and pytest-opid's error lines name them. syrupy
+    keeps the unused snapshots in its report's ``unused`` (a cached property, as ``num_unused``
+    is; from another syrupy the summary stays as it is)."""
+    report = getattr(getattr(config, "_syrupy", None), "report", None)
+    if not kept or report is None:
+        return
+    cached = type(report).__dict__.get("unused")
+    if not isinstance(cached, functools.cached_property):
+        return
+    from syrupy.data import SnapshotCollections
+
+    left = SnapshotCollections()
+    for collection in report.unused:
+        if collection.location not in kept:
+            left.add(collection)
+    report.__dict__["unused"] = left
+    report.__dict__.pop("num_unused", None)  # counted again from what is left
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:

@@ -84,6 +84,8 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
     text: str | None = None
     #: unused snapshots syrupy asked to delete that could not be (the plugin reports them)
     delete_failures: ClassVar[list[str]] = []
+    #: where those snapshots are: syrupy's summary must not count them as deleted
+    kept_locations: ClassVar[list[str]] = []
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Anything :func:`pytest_opid.fingerprint` accepts, as snapshot text."""
@@ -188,12 +190,14 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
                 "it is left in place (pytest-opid never deletes a directory)",
                 stacklevel=1,
             )
+            type(self).kept_locations.append(snapshot_location)
             return
         try:
             os.unlink(snapshot_location)
         except OSError as exc:  # a read-only folder: syrupy deletes at the session's end
             problem = f"{snapshot_location}: unused, but cannot be deleted ({exc.strerror or exc})"
             type(self).delete_failures.append(problem)
+            type(self).kept_locations.append(snapshot_location)
             warnings.warn(f"pytest-opid: {problem}; it is left in place", stacklevel=1)
 
 

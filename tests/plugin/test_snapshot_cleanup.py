@@ -226,6 +226,36 @@ def test_an_unused_snapshot_that_cannot_be_deleted_is_reported(
     out = result.stdout.str()
     assert f"pytest-opid: error: {stale}: unused, but cannot be deleted (Permission denied)" in out
     assert stale.exists() and "Traceback" not in out
+    # syrupy's summary does not claim what did not happen (it said "1 unused snapshot deleted")
+    assert "snapshot deleted" not in out and "snapshots deleted" not in out
+    assert not [line for line in out.splitlines() if line.startswith("Deleted ")]
+
+
+def test_the_summary_counts_only_what_was_deleted(
+    pytester: pytest.Pytester, suite: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two unused snapshots, one in a read-only place: syrupy's summary says one deleted."""
+    real_unlink = os.unlink
+
+    def read_only(path: object, *args: object, **kwargs: object) -> None:
+        if str(path).endswith("test_kept.opid"):
+            raise PermissionError(13, "Permission denied")
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    (pytester.path / "fail.txt").write_text("no")
+    folder = pytester.path / "__snapshots__" / "test_jobs"
+    kept, gone = folder / "test_kept.opid", folder / "test_gone.opid"
+    kept.write_bytes(suite["test_jobs/test_1_job.opid"])
+    gone.write_bytes(suite["test_jobs/test_1_job.opid"])
+    monkeypatch.setattr(os, "unlink", read_only)
+    result = run(pytester, "--snapshot-update")
+    monkeypatch.undo()
+    out = result.stdout.str()
+    assert kept.exists() and not gone.exists()
+    assert "1 unused snapshot deleted." in out
+    deleted = [line for line in out.splitlines() if line.startswith("Deleted ")]
+    assert len(deleted) == 1 and "test_gone" in deleted[0], deleted
+    assert f"pytest-opid: error: {kept}: unused, but cannot be deleted (Permission denied)" in out
 
 
 def test_a_snapshot_that_cannot_be_written_names_its_path(tmp_path: Path) -> None:
