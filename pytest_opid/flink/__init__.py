@@ -15,6 +15,7 @@ reader), :mod:`.restore` (Flink's restore verdict from a savepoint or an old fin
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,9 @@ def _is_plan(data: Mapping[str, Any]) -> bool:
 def _is_savepoint(path: Path) -> bool:
     """A savepoint or retained checkpoint: a directory holding ``_metadata``, or that file."""
     try:
-        if path.is_dir():
-            return (path / METADATA_FILE).is_file()
+        if path.is_dir():  # a _metadata that is not a file: the reader says what it is
+            meta = path / METADATA_FILE
+            return os.path.lexists(meta) and not meta.is_dir()
         return path.name == METADATA_FILE and path.is_file()
     except (OSError, ValueError):
         return False

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -1125,11 +1126,41 @@ def _metadata_path(path: str | os.PathLike[str]) -> Path:
     if not is_dir:
         raise DocumentError(f"{shown}: not a regular file or directory")
     if not has_metadata:
+        inner = given / METADATA_FILE
+        what = _not_a_file(inner)
+        if what is not None:  # a FIFO would block the reader; a directory is not Flink's file
+            raise DocumentError(
+                f"{_show_origin(str(inner))}: it is {what}, not a regular file, so not a "
+                "savepoint or checkpoint's metadata"
+            )
         raise DocumentError(
             f"{shown}: no {METADATA_FILE} file in this directory, so not a savepoint or "
             "checkpoint directory"
         )
     return given / METADATA_FILE
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What is at ``path`` when it is a FIFO, device, socket or broken link (``None``: nothing,
+    a directory or a file)."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                return "a broken symbolic link"
+    except (OSError, ValueError):
+        return None
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return None
 
 
 def _os_error(exc: Exception) -> str:

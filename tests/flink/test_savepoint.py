@@ -1087,3 +1087,27 @@ def test_version_7_reference_checkpoint_id() -> None:
     assert parse_metadata(data, "v7/_metadata").operators[0].state_size == 1
     # The same bytes read as version 6 leave the marker behind: Flink 2.3 would choke as well.
     _rejects(data[:4] + struct.pack(">i", 6) + data[8:])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_metadata_is_not_a_regular_file_not_missing(tmp_path: Path) -> None:
+    """Issue 31, finding 7: a FIFO ``_metadata`` was called "no _metadata file"."""
+    from pytest_opid import check_restore
+
+    folder = tmp_path / "sp"
+    folder.mkdir()
+    os.mkfifo(folder / "_metadata")
+    expected = (
+        f"{folder / '_metadata'}: it is a FIFO (named pipe), not a regular file, so not a "
+        "savepoint or checkpoint's metadata"
+    )
+    with pytest.raises(DocumentError) as info:
+        read_savepoint(folder)
+    assert str(info.value) == expected
+    with pytest.raises(DocumentError) as info:
+        check_restore(folder, {"nodes": [{"id": 1, "name": "S"}], "edges": []})
+    assert str(info.value) == expected
+    (folder / "_metadata").unlink()
+    (folder / "_metadata").symlink_to(tmp_path / "gone")
+    with pytest.raises(DocumentError, match="it is a broken symbolic link, not a regular file"):
+        read_savepoint(folder)
