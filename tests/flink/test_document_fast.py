@@ -18,8 +18,7 @@ from pytest_opid import fingerprint
 from pytest_opid.errors import OpidError
 from pytest_opid.flink.document import decode_document, topology_from_document
 from pytest_opid.io.json import parse_json
-
-from .test_errors import CASES as BAD_CASES
+from tests.core.test_errors import CASES as BAD_CASES
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -1,7 +1,7 @@
 """Random edits of valid texts: each fast reader (msgspec, in C) reads an edited text to the
 value the precise reader reads, or declines it so that the precise reader names the fault.
 
-The snapshot reader has the same test (``test_snapshot_speed_paths``); it found a ``\\f`` escape
+The snapshot reader had the same test while it had a fast path; it found a ``\\f`` escape
 the fast path kept as two characters. Here the document and the saved fingerprint get theirs.
 """
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from pytest_opid.errors import OpidError
 from pytest_opid.flink.document import convert_document, load_document, topology_from_document
+from tests.core.test_errors import CASES as BAD_CASES
+from tests.core.test_fast_readers import DOCUMENT, edit
 
 from .test_document_fast import PLAIN, golden_documents
-from .test_errors import CASES as BAD_CASES
-from .test_fast_paths_edits import DOCUMENT, edit
 
 
 def outcome(read: Any, doc: Any) -> Any:

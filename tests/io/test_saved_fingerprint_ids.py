@@ -13,7 +13,7 @@ from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import parse_json
 from pytest_opid.result import Fingerprint
 
-from .test_saved_form_fast import set_at
+from .test_saved_fingerprint import set_at
 
 HEX_A, HEX_B, HEX_C = "a" * 32, "b" * 32, "c" * 32
 
