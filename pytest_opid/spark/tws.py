@@ -8,12 +8,15 @@ write and check. That worker is a separate Python process: ``PYSPARK_PYTHON`` or
 ``python3`` on the PATH, which in a test run is often not the interpreter running the tests (no
 pyspark, no pandas there), and then nothing is known.
 
-So pytest-opid runs ``init`` itself, in this interpreter, with a :class:`RecordingHandle` that
-implements the handle's API (``getValueState`` / ``getListState`` / ``getMapState`` with schemas
-as ``StructType`` or DDL strings and ``ttlDurationMs``, ``deleteIfExists``; timers) and records
-every call (:func:`record_processor`). :mod:`pytest_opid.spark.jvm` replays the calls, in order,
-on the operator's own ``DriverStatefulProcessorHandleImpl``, exactly as Spark's state server does
-for the worker (``TransformWithStateInPySparkStateServer.initializeStateVariable``: the schema
+So pytest-opid runs ``init`` itself, in this interpreter but in a Python process of its own
+(:mod:`pytest_opid.spark.isolation`: the processor pickled as Spark ships it to its workers,
+this process's ``sys.path``, working directory and environment, a time limit), with a
+:class:`RecordingHandle` that implements the handle's API (``getValueState`` /
+``getListState`` / ``getMapState`` with schemas as ``StructType`` or DDL strings and
+``ttlDurationMs``, ``deleteIfExists``; timers) and records every call
+(:func:`record_processor`). :mod:`pytest_opid.spark.jvm` replays the calls, in order, on the
+operator's own ``DriverStatefulProcessorHandleImpl``, exactly as Spark's state server does for
+the worker (``TransformWithStateInPySparkStateServer.initializeStateVariable``: the schema
 parsed by ``StructType.fromString`` / ``CatalystSqlParser.parseTableSchema``, ``Encoders.row``,
 ``TTLConfig``). The column family schemas and the operator properties then come from Spark's own
 code (``getColumnFamilySchemas``, ``getStateVariableInfos``): one source of truth, byte for byte
@@ -23,7 +26,11 @@ An ``init`` that does something a recording cannot stand for (opens a file, conn
 service, starts a process, uses a state variable or a timer, raises) is not recorded: the
 reason is kept (:attr:`ProcessorRecord.reason`) and the JVM reader falls back to Spark's own
 pre-init worker; when that fails too, the operator's variables are unknown and the restore check
-says why ("could not inspect ...").
+says why ("could not inspect ..."). The audit hook that notices those is a detector, not a
+barrier: the barrier is the child process. Whatever ``init`` does (delete or write files, exit,
+loop, fork, start threads) happens in the child, as it would in Spark's worker, and cannot end,
+hang or change the test process; an exit, a crash or a hang is one line ("could not inspect
+<class>: its init() did not return within 30 s").
 
 :func:`transform_with_state_meaning` turns what was read into the operator's meaning facts
 (:attr:`~pytest_opid.result.StateOperator.meaning`): processor class, time mode, output mode and
@@ -38,20 +45,25 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_opid.result import UNKNOWN, StateStore
+from pytest_opid.spark.isolation import IsolatedFailure, phase, run_isolated
 
 __all__ = [
     "ENCODING_FACT",
+    "INIT_TIMEOUT",
     "PROPERTIES",
     "ProcessorRecord",
     "RecordingHandle",
     "StateCall",
     "ddl",
+    "init_timeout",
     "processor_from_command",
+    "record_pickled",
     "record_processor",
     "transform_with_state_meaning",
     "user_variables",
@@ -261,14 +273,145 @@ def class_name(processor: object) -> str:
     return cls.__name__ if module in ("", "builtins", "__main__") else f"{module}.{cls.__name__}"
 
 
-def record_processor(processor: object) -> ProcessorRecord:
-    """Run ``processor.init`` with a :class:`RecordingHandle`: the calls it makes, or why they
-    could not be recorded (then ``calls`` is None). ``init`` may open no file outside the
-    installed code, connect to nothing and start no process: those are refused and reported."""
+#: How long a processor's ``init`` may take in its child process, unless
+#: ``PYTEST_OPID_INIT_TIMEOUT`` (seconds) or ``record_processor(timeout=...)`` says otherwise.
+INIT_TIMEOUT = 30.0
+TIMEOUT_VARIABLE = "PYTEST_OPID_INIT_TIMEOUT"
+#: What the child imports before the call, so that the call only unpickles the user's code.
+_PRELOAD = ("pytest_opid.spark.tws", "pyspark.cloudpickle", "pyspark.sql.streaming")
+
+
+def init_timeout() -> float:
+    """The time limit of one recording: ``PYTEST_OPID_INIT_TIMEOUT`` or :data:`INIT_TIMEOUT`."""
+    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return INIT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 86_400:
+        raise ValueError(f"{TIMEOUT_VARIABLE}={text!r} is not a number of seconds (0 < s < 86400)")
+    return value
+
+
+def _importable(module: str) -> bool:
+    """Whether a fresh Python finds ``module`` on ``sys.path`` (a test module imported by
+    pytest's ``importlib`` mode is not)."""
+    import importlib.machinery
+
+    top = module.partition(".")[0]
+    if top in sys.builtin_module_names:
+        return True
+    return importlib.machinery.PathFinder.find_spec(top, sys.path) is not None
+
+
+def _pickled(processor: object) -> bytes:
+    """The processor as Spark ships it to its Python workers: pickled by PySpark's
+    cloudpickle; its class's module by value when a fresh Python could not import it."""
+    from pyspark import cloudpickle  # lazy: pyspark is an optional extra
+
+    module = sys.modules.get(type(processor).__module__ or "")
+    by_value = (
+        module is not None and module.__name__ != "__main__" and not _importable(module.__name__)
+    )
+    if by_value:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        return bytes(cloudpickle.dumps(processor))
+    finally:
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def record_processor(processor: object, timeout: float | None = None) -> ProcessorRecord:
+    """Run ``processor.init`` with a :class:`RecordingHandle` in a Python process of its own
+    (:mod:`.isolation`): the calls it makes, or why they could not be recorded (then ``calls``
+    is None).
+
+    What the recording sees: the handle's calls, and, through the child's audit hook, an
+    ``init`` that opens a file outside the installed code, connects to or looks up a host, or
+    starts a process (then it is not recorded: Spark's own worker may run it instead). What it
+    cannot see or stop: anything else the code does (writing or deleting files, changing its
+    own interpreter, code that switches the audit hook's view off); that happens in the child,
+    as in Spark's worker at query start, and never in the test process. An ``init`` that exits
+    (``sys.exit``, ``os._exit``), crashes or does not return within ``timeout`` seconds
+    (:func:`init_timeout`: 30 unless ``PYTEST_OPID_INIT_TIMEOUT`` says otherwise) is one line:
+    "could not inspect <class>: its init() did not return within 30 s"."""
     name = class_name(processor)
     init = getattr(processor, "init", None)
     if not callable(init):
         return ProcessorRecord(name, None, "it has no init(handle) method")
+    try:
+        limit = init_timeout() if timeout is None else timeout
+    except ValueError as exc:
+        return ProcessorRecord(name, None, f"could not inspect {name}: {exc}")
+    try:
+        payload = _pickled(processor)
+    except Exception as exc:  # what Spark could not ship to its workers either
+        unpicklable = f"it cannot be pickled ({type(exc).__name__}: {exc})"[:300]
+        return ProcessorRecord(name, None, f"could not inspect {name}: {unpicklable}")
+    failure: str | None
+    try:
+        answer = run_isolated("pytest_opid.spark.tws", "record_pickled", payload, limit, _PRELOAD)
+        calls, failure = _calls_from(answer)
+    except IsolatedFailure as exc:
+        calls = None
+        if exc.phase == "init":
+            failure = f"its init() {exc.what}"
+        else:
+            failure = f"loading it in a separate Python process {exc.what}"
+    if failure is not None or calls is None:
+        return ProcessorRecord(name, None, f"could not inspect {name}: {failure}")
+    return ProcessorRecord(name, calls)
+
+
+_CALL_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("method", str),
+    ("name", str),
+    ("schema", (str, type(None))),
+    ("schema_is_json", bool),
+    ("user_key_schema", (str, type(None))),
+    ("user_key_is_json", bool),
+    ("ttl_ms", (int, type(None))),
+)
+
+
+def _calls_from(answer: Any) -> tuple[tuple[StateCall, ...] | None, str | None]:
+    """The child's answer (plain JSON data, see :func:`record_pickled`) as calls or why not."""
+    if isinstance(answer, dict) and isinstance(answer.get("failure"), str):
+        return None, answer["failure"][:300]
+    rows = answer.get("calls") if isinstance(answer, dict) else None
+    calls = []
+    for row in rows if isinstance(rows, list) else [None]:
+        if not isinstance(row, list) or len(row) != len(_CALL_FIELDS):
+            raise IsolatedFailure("init", "sent back something unreadable")
+        for value, (_, kind) in zip(row, _CALL_FIELDS, strict=True):
+            if not isinstance(value, kind):
+                raise IsolatedFailure("init", "sent back something unreadable")
+        calls.append(StateCall(*row))
+    return tuple(calls), None
+
+
+def record_pickled(payload: bytes) -> dict[str, Any]:
+    """In the child process (:func:`record_processor`): the pickled processor's ``init``
+    recorded here, as plain data, ``{"calls": [[method, name, schema, schema_is_json,
+    user_key_schema, user_key_is_json, ttl_ms], ...]}`` or ``{"failure": why not}``."""
+    from pyspark import cloudpickle  # lazy: pyspark is an optional extra
+
+    phase("load")
+    processor = cloudpickle.loads(payload)
+    phase("init")
+    calls, failure = _record_here(processor)
+    if failure is not None or calls is None:
+        return {"failure": failure}
+    return {"calls": [[getattr(c, field) for field, _ in _CALL_FIELDS] for c in calls]}
+
+
+def _record_here(processor: object) -> tuple[tuple[StateCall, ...] | None, str | None]:
+    """``processor.init`` run in this process with a :class:`RecordingHandle` and the guard:
+    (the calls, None) or (None, why not). An ``init`` that raises ``SystemExit`` exits."""
+    init = processor.init  # type: ignore[attr-defined]
     _install_hook()
     handle = RecordingHandle()
     seen: list[str] = []
@@ -285,13 +428,13 @@ def record_processor(processor: object) -> ProcessorRecord:
     if seen and failure is None:  # init() caught our refusal and carried on
         failure = f"its init() {seen[0]}"
     if failure is None:
-        names = [c.name for c in handle.calls if c.method != "deleteIfExists"]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        names = Counter(c.name for c in handle.calls if c.method != "deleteIfExists")
+        twice = sorted(n for n, count in names.items() if count > 1)
         if twice:
             failure = f"its init() declares {', '.join(map(repr, twice))} twice"
     if failure is not None:
-        return ProcessorRecord(name, None, f"could not inspect {name}: {failure}")
-    return ProcessorRecord(name, tuple(handle.calls))
+        return None, failure
+    return tuple(handle.calls), None
 
 
 def processor_from_command(command: bytes) -> tuple[object, str | None]:
