@@ -172,6 +172,9 @@ def test_program_arguments_are_for_jars(capsys, tmp_path):
         ["diff", "{bad}", "{bad}"],
         ["check-restore", "{bad}", "{bad}"],
         ["checkpoint", "--slim", "{bad}", "{dest}"],
+        ["pin", "{bad}"],
+        ["savepoint", "{bad}"],
+        ["checkpoint", "{bad}"],
     ],
 )
 @pytest.mark.parametrize("char", ["\x1b", "\x07", "\u202e", "\x9b", "\u061c", "\r"])
@@ -186,3 +189,50 @@ def test_a_path_s_control_characters_never_reach_the_terminal_raw(tmp_path, caps
     # the core's escape, or a reader's JSON quoting of the path (the checkpoint reader's "\r")
     escaped = {f"\\u{ord(char):04x}", json.dumps(char)[1:-1]}
     assert any(e in err for e in escaped) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fingerprint", "{bad}"],
+        ["render", "{bad}"],
+        ["diff", "{bad}", "{bad}"],
+        ["check-restore", "{bad}", "{bad}"],
+        ["pin", "{bad}"],
+        ["savepoint", "{bad}"],
+        ["checkpoint", "{bad}"],
+        ["checkpoint", "--slim", "{bad}", "{dest}"],
+    ],
+)
+@pytest.mark.parametrize("char", ["\x1b", "\x07", "\u202e"])
+def test_an_existing_folder_s_control_characters_never_reach_the_terminal_raw(
+    tmp_path, capsys, argv, char
+):
+    """The folder exists (no savepoint, no checkpoint, no document in it): each command's own
+    refusal names it, escaped, on one line."""
+    bad = tmp_path / f"x{char}]0;owned{char}y"
+    bad.mkdir()
+    names = {"bad": str(bad), "dest": str(tmp_path / "d")}
+    code = main([a.format(**names) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert char not in out + err, (out, err)
+    escaped = {f"\\u{ord(char):04x}", json.dumps(char)[1:-1]}
+    assert any(e in err for e in escaped) and err.count("\n") == 1, err
+
+
+def test_pin_escapes_the_names_and_uids_it_prints(tmp_path, capsys):
+    doc = {
+        "nodes": [
+            {"id": 1, "name": "Source\x1b[31m", "uid": "src\x07"},
+            {"id": 2, "name": "Count\u202e", "uid": "count"},
+        ],
+        "edges": [{"source": 1, "target": 2}],
+    }
+    saved = tmp_path / "fp.json"
+    saved.write_text(pytest_opid.fingerprint(doc).to_json())
+    code, out, err = run(capsys, "pin", str(saved))
+    assert (code, err) == (0, "")
+    assert not any(c in out for c in "\x1b\x07\u202e"), out
+    assert '"Source\\u001b[31m" (uid "src\\u0007")' in out
+    assert '"Count\\u202e"' in out
