@@ -11,8 +11,9 @@ The child is a barrier for the test process, not a sandbox for the machine: what
 to files, services and other processes happens, as it does when Spark's own Python worker runs
 ``init`` at query start. What cannot happen is the test process exiting, waiting past the time
 limit, or having its modules, working directory, environment, signal handlers or threads
-changed. The child runs in a session of its own (POSIX), and every process left in that session
-(what the code forked) is killed when the call ends.
+changed. The child runs in a session of its own, and every process left in that session (what
+the code forked) is killed when the call ends. POSIX only (Linux, macOS): elsewhere the call
+fails with one line, and the caller falls back as for any failed call.
 
 One child serves one call. A fresh Python that imports PySpark takes about half a second, so
 each call, once its own child is ready, starts a spare child for the next one: it imports the
@@ -226,7 +227,12 @@ def run_isolated(
     it returned (sent back as JSON: plain data only), or :class:`IsolatedFailure` when the
     call did not return within ``timeout`` seconds, the child exited or was killed, or the
     function raised. ``preload``: modules the child imports before the call (not timed)."""
-    child = _take(preload)
+    if os.name != "posix":  # select() on pipes, sessions and killpg() are POSIX's
+        raise IsolatedFailure("", "a separate Python process for it needs a POSIX system")
+    try:
+        child = _take(preload)
+    except OSError as exc:
+        raise IsolatedFailure("", f"could not start a Python process for it ({exc})") from None
     last_phase = ""
     try:
         try:
@@ -235,7 +241,8 @@ def run_isolated(
                 raise _Ended
         except (_Ended, _Late):
             raise IsolatedFailure("", "could not start a Python process for it") from None
-        _restock(preload)  # once this child is ready: the two do not import at the same time
+        with contextlib.suppress(OSError):  # no spare: the next call starts its own child
+            _restock(preload)  # once this child is ready: the two do not import at the same time
         start = child.output_size()
         request = pickle.dumps(
             {

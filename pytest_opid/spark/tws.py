@@ -359,8 +359,10 @@ def record_processor(processor: object, timeout: float | None = None) -> Process
         calls = None
         if exc.phase == "init":
             failure = f"its init() {exc.what}"
-        else:
+        elif exc.phase == "load":
             failure = f"loading it in a separate Python process {exc.what}"
+        else:  # before the processor was sent: no process, or not this system
+            failure = exc.what
     if failure is not None or calls is None:
         return ProcessorRecord(name, None, f"could not inspect {name}: {failure}")
     return ProcessorRecord(name, calls)

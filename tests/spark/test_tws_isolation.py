@@ -312,3 +312,29 @@ def test_the_time_limit_is_30_s_unless_the_variable_says(monkeypatch: pytest.Mon
             f"could not inspect {NAME}.Hostile: PYTEST_OPID_INIT_TIMEOUT={bad!r} "
             "is not a number of seconds (0 < s < 86400)"
         )
+
+
+def test_off_posix_the_recording_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sessions, killpg() and select() on pipes are POSIX's: elsewhere the recording says so
+    (and the JVM reader falls back to Spark's own pre-init worker)."""
+    monkeypatch.setattr(os, "name", "nt")
+    record = record_processor(Hostile("nothing"))
+    monkeypatch.undo()
+    assert record.reason == (
+        f"could not inspect {NAME}.Hostile: a separate Python process for it needs a POSIX system"
+    )
+
+
+def test_a_python_that_cannot_start_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_opid.spark import isolation
+
+    isolation.drop_spare()
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    record = record_processor(Hostile("nothing"))
+    monkeypatch.undo()
+    assert record.reason is not None
+    assert record.reason.startswith(
+        f"could not inspect {NAME}.Hostile: could not start a Python process for it ("
+    ), record.reason
