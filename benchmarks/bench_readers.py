@@ -44,7 +44,7 @@ from pytest_opid.result import (  # noqa: E402
     StateOperator,
     StateStore,
 )
-from pytest_opid.spark.checkpoint import read_checkpoint  # noqa: E402
+from pytest_opid.spark.checkpoint.read import read_checkpoint  # noqa: E402
 
 SCALES = (1, 10, 100)
 RUNS = 5

@@ -40,9 +40,10 @@ sys.path.insert(0, str(HERE.parent))
 
 import pytest_opid  # noqa: E402
 from pytest_opid.plugin.spark import SPARK_CONF  # noqa: E402
-from pytest_opid.spark.jvm import _Jvm  # noqa: E402
-from pytest_opid.spark.jvm import read_plan as _read_plan  # noqa: E402
-from pytest_opid.spark.plan import fingerprint_graph, graph_from_plan  # noqa: E402
+from pytest_opid.spark.query.fingerprint import fingerprint_graph  # noqa: E402
+from pytest_opid.spark.query.graph import graph_from_plan  # noqa: E402
+from pytest_opid.spark.query.jvm import Jvm  # noqa: E402
+from pytest_opid.spark.query.read import read_plan as _read_plan  # noqa: E402
 
 WARMUP = 10
 RUNS = 21
@@ -126,7 +127,7 @@ def _peak_kib(fn: Callable[[], Any]) -> float:
 def measure(label: str, build: Callable[[], Any]) -> dict[str, Any]:
     df = build()
     operators = len(pytest_opid.fingerprint(df).operators)
-    jvm = _Jvm.get()
+    jvm = Jvm.get()
     if df.isStreaming:
         # Spark never plans a streaming DataFrame that has not started: pytest-opid builds the
         # IncrementalExecution on every call, so Spark's planning is part of the extraction.

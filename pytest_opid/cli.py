@@ -40,8 +40,7 @@ from pytest_opid.render.restore import render_restore
 from pytest_opid.render.table import render_table
 from pytest_opid.restore import check_restore
 from pytest_opid.result import Fingerprint
-from pytest_opid.spark.checkpoint import read_checkpoint, watermark_iso
-from pytest_opid.spark.checkpoint import render_text as render_checkpoint
+from pytest_opid.spark import read_checkpoint, render_checkpoint, watermark_iso
 from pytest_opid.text import escape_unsafe, escape_unsafe_utf8, safe_text
 
 __all__ = ["main"]
@@ -458,7 +457,7 @@ def checkpoint_command(args: argparse.Namespace) -> tuple[int, str]:
     if args.slim or args.dest is not None:
         if not (args.slim and args.dest is not None) or args.json:
             raise _UsageError("write a trimmed copy with: opid checkpoint --slim DIR DEST")
-        from pytest_opid.spark.slim import DEFAULT_BUDGET, slim_copy
+        from pytest_opid.spark import DEFAULT_BUDGET, slim_copy
 
         budget = DEFAULT_BUDGET if args.max_bytes is None else args.max_bytes
         if budget <= 0:
@@ -478,7 +477,7 @@ def _spark_fingerprint(args: argparse.Namespace) -> Fingerprint:
     """``--spark MODULE:FUNCTION -- ARGS``: what the function returns, fingerprinted."""
     if args.main_class or args.format:
         raise _UsageError("--main-class and --format are not for --spark")
-    from pytest_opid.spark.program import fingerprint_function, parse_conf
+    from pytest_opid.spark import fingerprint_function, parse_conf
 
     program_args = ([args.file] if args.file is not None else []) + list(args.program_args)
     return fingerprint_function(args.spark, program_args, parse_conf(args.conf))

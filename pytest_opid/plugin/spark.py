@@ -29,7 +29,7 @@ __all__ = ["LOG4J2", "SPARK_CONF", "spark", "spark_connect"]
 
 #: The settings of the session the fixture builds. Adaptive execution is off so plans are the
 #: static ones pytest-opid fingerprints; few shuffle partitions keep local runs fast (``opid
-#: fingerprint --spark`` uses the same number unless given another: spark.program.BASE_CONF).
+#: fingerprint --spark`` uses the same number unless given another: spark.query.program.BASE_CONF).
 SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -141,7 +141,7 @@ def spark_connect(spark: Any) -> Iterator[Any]:
             "pip install 'pyspark[connect]'",
             pytrace=False,
         )
-    from pytest_opid.spark.connect import serve, stop_serving
+    from pytest_opid.spark import serve, stop_serving
 
     server = serve(spark)
     client = ConnectSession.builder.remote(server.url).create()

@@ -605,7 +605,7 @@ def _mark_stage_changes(
         )
 
 
-#: A restore finding's kind (spark.restore, spark.meaning), as an operator's line says it.
+#: A restore finding's kind (spark.restart), as an operator's line says it.
 _FINDING_WORDS = {
     "key_schema": "key schema changed",
     "value_schema": "value schema changed",

@@ -1,13 +1,21 @@
 """Spark: PySpark DataFrames and streaming queries as fingerprints, and Spark's restart rules.
 
-Importing the package registers with :mod:`pytest_opid.io.registry` the PySpark frontend and
-:class:`~pytest_opid.spark.rules.SparkRules`; PySpark itself is imported only when a PySpark
-object is fingerprinted, and a restore source for Structured Streaming checkpoint directories
-(a directory with ``metadata`` and ``offsets/``), so that ``pytest_opid.check_restore`` judges a
-restart on one. Modules: :mod:`.plan` (plan JSON to topology, stages and state numbering, pure
-Python), :mod:`.jvm` (reading the plan, state schemas and sources through py4j, the only JVM
-code), :mod:`.rules` (state by position, stages, in Spark's words), :mod:`.checkpoint` (reading
-a checkpoint, pure Python), :mod:`.restore` (Spark 4.3's restart checks).
+Importing the package registers with :mod:`pytest_opid.io.registry` the PySpark frontend,
+:class:`~pytest_opid.spark.rules.SparkRules` and a restore source for Structured Streaming
+checkpoint directories (a directory with ``metadata`` and ``offsets/``), so that
+``pytest_opid.check_restore`` judges a restart on one; PySpark itself is imported only when a
+PySpark object is fingerprinted. This module is the package's face: the CLI and the plugin import
+from here only. Inside, along the path the data takes:
+
+* :mod:`.vocabulary`: Spark's names (confs, one row per stateful operator kind);
+  :mod:`.versions`: the Spark lines and which one a verdict speaks for;
+* :mod:`.query`: reading a live query (py4j in :mod:`.query.gateway` and :mod:`.query.jvm`, the
+  plan JSON to a graph and a fingerprint, expressions, state meaning, the batch plan tree,
+  Spark Connect);
+* :mod:`.checkpoint`: reading a checkpoint directory (pure Python, no verdicts);
+* :mod:`.restart`: Spark's restart verdict (sources, state matching and schemas,
+  transformWithState, meaning); :mod:`.words`: the fixes and names its messages share;
+* :mod:`.rules` and :mod:`.plan_changes`: what a change between two fingerprints means.
 """
 
 from __future__ import annotations
@@ -25,16 +33,36 @@ from pytest_opid.io.registry import (
     register_restore_source,
 )
 from pytest_opid.result import Fingerprint, RestoreCheck
-from pytest_opid.spark.checkpoint import read_checkpoint
-from pytest_opid.spark.connect import is_connect, replay
-from pytest_opid.spark.jvm import read_plan
-from pytest_opid.spark.meaning import SCHEMA_CHECK
-from pytest_opid.spark.plan import SparkPlanGraph, fingerprint_graph, graph_from_plan
-from pytest_opid.spark.restore import check_checkpoint
+from pytest_opid.spark.checkpoint.read import read_checkpoint
+from pytest_opid.spark.checkpoint.slim import DEFAULT_BUDGET, slim_copy
+from pytest_opid.spark.checkpoint.text import render_text as render_checkpoint
+from pytest_opid.spark.checkpoint.text import watermark_iso
+from pytest_opid.spark.query.connect import is_connect, replay, serve, stop_serving
+from pytest_opid.spark.query.fingerprint import fingerprint_graph
+from pytest_opid.spark.query.graph import SparkPlanGraph, graph_from_plan
+from pytest_opid.spark.query.program import fingerprint_function, parse_conf
+from pytest_opid.spark.query.read import read_plan
+from pytest_opid.spark.restart.verdict import check_checkpoint
 from pytest_opid.spark.rules import SparkRules
 from pytest_opid.spark.versions import judged_for, judging_line
+from pytest_opid.spark.vocabulary import SCHEMA_CHECK
 
-__all__ = ["fingerprint", "judged_for", "judging_line", "plan_graph", "register"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "fingerprint",
+    "fingerprint_function",
+    "judged_for",
+    "judging_line",
+    "parse_conf",
+    "plan_graph",
+    "read_checkpoint",
+    "register",
+    "render_checkpoint",
+    "serve",
+    "slim_copy",
+    "stop_serving",
+    "watermark_iso",
+]
 
 
 def fingerprint(obj: Any) -> Fingerprint:

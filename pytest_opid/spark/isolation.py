@@ -1,9 +1,10 @@
 """The user's code run in a Python process of its own, with a time limit.
 
 pytest-opid learns a transformWithState processor's state variables by running its ``init``
-(:mod:`.tws`). That is the user's code: it may delete files, call ``sys.exit`` or ``os._exit``,
-loop for ever, fork, start threads or change the interpreter it runs in. In the test process an
-exit would end pytest and a loop would hang it, so it runs here instead, in a child Python:
+(:mod:`.transform_with_state`). That is the user's code: it may delete files, call ``sys.exit``
+or ``os._exit``, loop for ever, fork, start threads or change the interpreter it runs in. In the
+test process an exit would end pytest and a loop would hang it, so it runs here instead, in a
+child Python:
 the test's own interpreter (``sys.executable``) with the test's ``sys.path``, working directory
 and environment at the time of the call. The test process only reads back the result.
 

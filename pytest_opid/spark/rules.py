@@ -18,25 +18,21 @@ from dataclasses import replace
 
 from pytest_opid.comparison import Check, Comparison
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
-from pytest_opid.spark.restore import check_fingerprint, short_source
-from pytest_opid.spark.stages import PlanDiff, StageDiff, plan_diff, stage_diff
+from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
+from pytest_opid.spark.restart.verdict import check_fingerprint
+from pytest_opid.spark.source_entries import short_source
+from pytest_opid.spark.words import KIND_WORDS, RECORD_AFTER
 from pytest_opid.text import plural, quote
-
-__all__ = ["ROWS", "SparkRules"]
 
 #: Rows listed per section of an explanation; ``opid diff --json`` has them all.
 ROWS = 20
+
+
 #: Columns the fixes are wrapped to.
 _WIDTH = 96
+
+
 _OPERATOR_ID = re.compile(r'"operatorId", [0-9]+\)')
-#: A restore problem's kind (spark.restore), as the headline names it.
-_KIND_WORDS = {
-    "key_schema": "the key schema of state/{n}",
-    "value_schema": "the value schema of state/{n}",
-    "state_config": "the state settings of state/{n}",
-    "state_operators": "the stateful operators",
-    "sources": "the sources",
-}
 
 
 class SparkRules:
@@ -94,7 +90,7 @@ class SparkRules:
     def loses_state(self, c: Comparison) -> bool:
         if c.mode == "batch":
             return False
-        # Spark's own restart checks (spark.restore): operators by position, key and value
+        # Spark's own restart checks (spark.restart): operators by position, key and value
         # schemas per store, sources.
         return not c.restore.restorable
 
@@ -183,8 +179,8 @@ class SparkRules:
         comparison: Comparison | None = None,
     ) -> RestoreCheck:
         """Spark 4.3's verdict on restarting the query of ``new`` on the checkpoint of the query
-        ``old`` describes (:func:`pytest_opid.spark.restore.check_fingerprint`). Spark has no
-        ``--allowNonRestoredState``: the flag is Flink's and ignored."""
+        ``old`` describes (:func:`pytest_opid.spark.restart.verdict.check_fingerprint`). Spark has
+        no ``--allowNonRestoredState``: the flag is Flink's and ignored."""
         return check_fingerprint(old, new)
 
     def added_warning(self, c: Comparison) -> str | None:
@@ -383,7 +379,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
     the deploy is made safe."""
     out = ["How to fix:"]
     unsafe = loses or _reinterprets(c)
-    after = [_RECORD_AFTER.format(accept=accept)] if accept and unsafe else []
+    after = [RECORD_AFTER.format(accept=accept)] if accept and unsafe else []
     if _reinterprets(c) and not loses:
         first = c.restore.reinterpreted[0].message.split("\n")
         if "Fix:" in first:
@@ -410,16 +406,9 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
     return out
 
 
-#: The step after a safe deploy: the snapshot follows production, never the other way round.
-_RECORD_AFTER = (
-    "Then, once the changed query runs one of these ways, record it as the new snapshot: "
-    "{accept}"
-)
-
-
 def _restart_fixes(c: Comparison) -> list[str]:
     """The fixes of the problems Spark would stop at, chosen by each problem's kind in
-    :mod:`pytest_opid.spark.restore` (its message's lines after ``Fix:``): what to keep as it
+    :mod:`pytest_opid.spark.restart` (its message's lines after ``Fix:``): what to keep as it
     was first, then the alternatives, then what not to do, each once, wrapped for a CI log."""
     first: list[str] = []
     alternatives: list[str] = []
@@ -464,7 +453,7 @@ def _restart_fixes(c: Comparison) -> list[str]:
 
 
 def _problem_words(problem: RestoreProblem) -> str:
-    words = _KIND_WORDS.get(problem.kind, problem.kind.replace("_", " "))
+    words = KIND_WORDS.get(problem.kind, problem.kind.replace("_", " "))
     return words.format(n="<n>" if problem.state_id is None else problem.state_id)
 
 

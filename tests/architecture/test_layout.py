@@ -254,3 +254,29 @@ def test_no_import_inside_a_function_outside_the_lazy_modules():
                 ):
                     found.append(f"{name}: {func.name} imports {node.module}")
     assert found == []
+
+
+def test_spark_is_used_through_its_face():
+    """Outside spark/, code imports ``pytest_opid.spark`` (its ``__init__``), never past it."""
+    assert [
+        f"{n} -> {t}"
+        for n, ts in GRAPH.items()
+        for t in ts
+        if _top(n) != "spark" and t.startswith("pytest_opid.spark.")
+    ] == []
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name starting with ``_`` stays in its module: a helper two modules need is public, in
+    the module named for what it is."""
+    offenders = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_opid"):
+                offenders += [
+                    f"{name}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and a.name != "__version__"
+                ]
+    assert offenders == []

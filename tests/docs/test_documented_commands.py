@@ -28,10 +28,12 @@ ELSEWHERE = {
     'pip install -e ".[pytest,spark]" && pytest examples': "tox -e wheel (tools/wheel_check.py)",
     "pip install tox && tox": ".ci/run",
     "opid check-restore CHECKPOINT new_job.py --spark-version 3.5": (
-        "not run: a placeholder (the line's verdicts: tests/spark/test_restore_spark35.py)"
+        "not run: a placeholder (the line's verdicts: "
+        "tests/spark/restart/test_restart_data_spark35.py)"
     ),
     "pytest --opid-spark-version 3.5": (
-        "not run: a placeholder (the line's verdicts: tests/spark/test_restore_spark35.py)"
+        "not run: a placeholder (the line's verdicts: "
+        "tests/spark/restart/test_restart_data_spark35.py)"
     ),
     'pip install -e ".[pytest]"': "not run: an install (tox's environments install the extras)",
     "pip install build && python -m build --wheel --outdir dist": "tox -e wheel, as written",
@@ -48,11 +50,12 @@ ELSEWHERE = {
         "not run: the user's own jar (jars: tests/pyflink, tox -e flink)"
     ),
     "opid check-restore checkpoint b.json": (
-        "not run: a case of tests/data/spark-restart (its verdict: tests/spark/test_restore.py)"
+        "not run: a case of tests/data/spark-restart (its verdict: "
+        "tests/spark/restart/test_restart_data.py)"
     ),
     "opid check-restore a.opid b.json": (
         "not run: a case of tests/data/tws-restart (its verdict: "
-        "tests/spark/test_tws_restart.py)"
+        "tests/spark/restart/test_transform_with_state_restarts.py)"
     ),
 }
 #: Pages whose commands another test runs, as written.

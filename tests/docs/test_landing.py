@@ -60,8 +60,12 @@ def _pytest(*args: str) -> str:
 
 def test_the_options_table_has_every_option_pytest_lists():
     options = set(re.findall(r"^\s+(--opid-[a-z-]+)", _pytest("--help"), flags=re.M))
-    assert options >= {"--opid-check", "--opid-report", "--opid-html",
-                       "--opid-allow-reinterpreted-state"}
+    assert options >= {
+        "--opid-check",
+        "--opid-report",
+        "--opid-html",
+        "--opid-allow-reinterpreted-state",
+    }
     table = README.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
     for option in options | {"--snapshot-update"}:
         assert f"| `{option}" in table, option

@@ -10,7 +10,8 @@ import pytest_opid
 from pytest_opid.comparison import Comparison, compare
 from pytest_opid.flink.builder import StreamEnvironment, source
 from pytest_opid.result import Fingerprint
-from pytest_opid.spark.plan import fingerprint_graph, graph_from_plan
+from pytest_opid.spark.query.fingerprint import fingerprint_graph
+from pytest_opid.spark.query.graph import graph_from_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "topologies" / "fraud_detection.json")

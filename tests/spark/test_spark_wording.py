@@ -218,4 +218,3 @@ def test_a_batch_change_may_still_be_accepted_as_intended(spark, tmp_path):
     )
     assert "  - or, if the change is intended, accept it: pytest --snapshot-update" in text
     assert "Then, once" not in text
-

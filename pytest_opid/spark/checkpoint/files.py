@@ -1,0 +1,260 @@
+"""Reading a checkpoint's files as untrusted input: bounded sizes, regular files only, strict
+JSON (no duplicate keys, no NaN), Java's line and trim rules where Spark reads text with them;
+every problem is one :class:`~pytest_opid.errors.DocumentError` naming the file."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.io.json import not_regular
+
+_MAX_FILE_BYTES = 64 * 1024 * 1024  # no checkpoint metadata file comes near this
+
+
+_QUOTE_CHARS = 80
+
+
+BATCH_NAME = re.compile(r"[0-9]{1,18}")  # HDFSMetadataLog batch files: the batch id as name
+
+
+COMPACT_NAME = re.compile(r"([0-9]{1,18})\.compact")  # CompactibleFileStreamLog
+
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")  # java.io.BufferedReader.readLine
+
+
+_UNSAFE_CHARS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def escape_unsafe(text: str) -> str:
+    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def quoted(text: str, limit: int = _QUOTE_CHARS, around: int | None = None) -> str:
+    """``text`` as a one-line JSON string literal of at most ``limit`` characters of it (those
+    around position ``around`` when given)."""
+    start = 0 if around is None else max(0, min(around - limit // 2, len(text) - limit))
+    cut = text[start : start + limit]
+    cut = ("\u2026" if start else "") + cut + ("\u2026" if start + limit < len(text) else "")
+    return escape_unsafe(json.dumps(cut, ensure_ascii=False))
+
+
+def _show_path(path: str) -> str:
+    """A path for a message: as is when harmless, else quoted."""
+    return (
+        path if _UNSAFE_CHARS.search(path) is None and path.strip() == path else quoted(path, 300)
+    )
+
+
+class CheckpointReader:
+    """Reads the files of one checkpoint and raises DocumentError naming the file."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def full(self, rel: str) -> str:
+        return os.path.join(self.root, *rel.split("/"))
+
+    def fail(self, rel: str, what: str) -> NoReturn:
+        where = _show_path(self.full(rel) if rel else self.root)
+        raise DocumentError(f"{where}: {what}".replace("\n", " "))
+
+    def is_dir(self, rel: str) -> bool:
+        return os.path.isdir(self.full(rel))
+
+    def is_file(self, rel: str) -> bool:
+        """Whether a regular file is at ``rel`` (a link followed). Anything else there (a
+        directory, a FIFO, a device) is an error naming it, never skipped as if missing:
+        Spark's readers would fail on it, not pass it by."""
+        try:
+            mode = os.stat(self.full(rel)).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.fail(rel, f"cannot examine it ({reason})")
+        if stat.S_ISREG(mode):
+            return True
+        self.fail(rel, f"cannot read it: {not_regular(mode)}")
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.full(rel)))
+        except OSError as exc:
+            self.fail(rel, f"cannot list the folder ({exc.strerror or type(exc).__name__})")
+
+    def read_bytes(self, rel: str) -> bytes:
+        path = self.full(rel)
+        try:
+            # Opened without blocking: a FIFO without a writer would keep open() waiting.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            self.fail(rel, f"cannot read the file ({exc.strerror or type(exc).__name__})")
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                self.fail(rel, f"cannot read it: {not_regular(mode)}")
+            os.set_blocking(fd, True)
+            try:
+                data = fh.read(_MAX_FILE_BYTES + 1)
+            except OSError as exc:
+                self.fail(rel, f"cannot read the file ({exc.strerror or type(exc).__name__})")
+        if len(data) > _MAX_FILE_BYTES:
+            self.fail(rel, f"larger than {_MAX_FILE_BYTES} bytes, not a checkpoint metadata file")
+        return data
+
+    def read_text(self, rel: str) -> str:
+        data = self.read_bytes(rel)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.fail(rel, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})")
+
+    def json(self, rel: str, text: str, what: str) -> Any:
+        try:
+            return strict_loads(text)
+        except JsonProblem as exc:
+            self.fail(rel, f"{what} is not valid JSON ({exc}): {quoted(text, around=exc.pos)}")
+
+    def version(self, rel: str, line: str, max_version: int) -> int:
+        # MetadataVersionUtil.validateVersion: "v<positive int>", at most max_version.
+        digits = line[1:]
+        if (
+            line[:1] != "v"
+            or not (digits.isascii() and digits.isdigit() and len(digits) <= 9)
+            or int(digits) <= 0
+        ):
+            self.fail(rel, f"malformed version line {quoted(line)}, expected v1..v{max_version}")
+        version = int(digits)
+        if version > max_version:
+            self.fail(
+                rel,
+                f"unsupported version v{version}: Spark 4.3 reads this file up to v{max_version}",
+            )
+        return version
+
+
+class JsonProblem(Exception):
+    def __init__(self, message: str, pos: int | None = None) -> None:
+        super().__init__(message)
+        self.pos = pos
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise JsonProblem(f"duplicate key {quoted(key)}")
+        obj[key] = value
+    return obj
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonProblem(f"number out of range {quoted(text)}")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise JsonProblem(f"{text} is not JSON")
+
+
+def strict_loads(text: str) -> Any:
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_float=_finite_float,
+            parse_constant=_no_constant,
+        )
+    except json.JSONDecodeError as exc:
+        raise JsonProblem(f"{exc.msg}, line {exc.lineno} column {exc.colno}", exc.pos) from None
+    except RecursionError:
+        raise JsonProblem("nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise JsonProblem(str(exc)[:_QUOTE_CHARS]) from None
+
+
+def reparse(text: str) -> dict[str, Any]:
+    # Only ever called on text strict_loads already accepted as an object.
+    value = strict_loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
+def java_lines(text: str) -> list[str]:
+    """Lines as java.io.BufferedReader.readLine (and Scala's getLines) split them."""
+    if not text:
+        return []
+    lines = LINE_BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def java_trim(text: str) -> str:
+    """java.lang.String.trim: drops characters up to U+0020 at both ends."""
+    start, end = 0, len(text)
+    while start < end and text[start] <= " ":
+        start += 1
+    while end > start and text[end - 1] <= " ":
+        end -= 1
+    return text[start:end]
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def field_of(
+    r: CheckpointReader,
+    rel: str,
+    obj: Mapping[str, Any],
+    key: str,
+    kind: str,
+    *,
+    required: bool = True,
+) -> Any:
+    """obj[key] checked to be of ``kind`` (int, str, bool, object, array); None if absent."""
+    if key not in obj:
+        if required:
+            r.fail(rel, f"missing {quoted(key)}")
+        return None
+    value = obj[key]
+    ok = {
+        "int": is_int(value) and -(2**63) <= value < 2**63,  # a Java long
+        "str": isinstance(value, str),
+        "bool": isinstance(value, bool),
+        "object": isinstance(value, dict),
+        "array": isinstance(value, list),
+    }[kind]
+    if not ok:
+        shown = quoted(json.dumps(value, ensure_ascii=False)) if _shallow(value) else type(value)
+        r.fail(rel, f"{quoted(key)} must be {'an' if kind[0] in 'aio' else 'a'} {kind}: {shown}")
+    return value
+
+
+def _shallow(value: Any) -> bool:
+    return not isinstance(value, (dict, list))
+
+
+def batch_files(r: CheckpointReader, rel_dir: str) -> dict[int, str]:
+    """Batch id -> file name of an HDFSMetadataLog folder (hidden and .crc files are skipped)."""
+    found: dict[int, str] = {}
+    for name in r.listdir(rel_dir):
+        if BATCH_NAME.fullmatch(name) and r.is_file(f"{rel_dir}/{name}"):
+            batch = int(name)
+            if batch in found:
+                r.fail(f"{rel_dir}/{name}", f"batch {batch} is also in {quoted(found[batch])}")
+            found[batch] = name
+    return found

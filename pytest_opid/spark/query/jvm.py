@@ -1,0 +1,660 @@
+"""What pytest-opid asks the JVM of the active SparkContext, on top of :mod:`gateway
+<pytest_opid.spark.query.gateway>`: the physical plan Spark would run (batch, or the incremental
+plan of a streaming query's next batch, planned without running it), and for a streaming query
+the state each stateful operator would open (its ``shortName``, every store's key and value
+schema as Spark writes them to ``state/<n>``) and its sources in offset-log order."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from pytest_opid.errors import OpidError
+from pytest_opid.result import StateStore
+from pytest_opid.spark.query.gateway import (
+    Gateway,
+    find_java_class,
+    has_java_method,
+    is_java_class,
+)
+from pytest_opid.spark.transform_with_state import (
+    ProcessorRecord,
+    StateCall,
+    processor_from_command,
+    record_processor,
+)
+from pytest_opid.spark.versions import installed_line
+from pytest_opid.spark.vocabulary import (
+    ALWAYS_NULLABLE,
+    AQE,
+    DEFAULT_STORE_NAME,
+    ENCODING,
+    IN_SET_THRESHOLD,
+    PROPERTIES_STORE,
+    SHUFFLE_PARTITIONS,
+    STATEFUL_OPERATORS,
+    WIDENED,
+)
+
+
+class StateReading(NamedTuple):
+    """One stateful operator as Spark files its state: its ``shortName`` and its stores; for a
+    Python transformWithState, what its processor's ``init`` declared (:mod:`.tws`)."""
+
+    operator_name: str
+    stores: tuple[StateStore, ...]
+    processor: ProcessorRecord | None = None
+    #: transformWithState's state encoding (``unsaferow``, ``avro``): decides how values evolve
+    encoding: str | None = None
+
+
+class PlanReading(NamedTuple):
+    """What :func:`read_plan` reads: the plan JSON, the file scans' node names, whether the
+    plan is streaming, and for a streaming plan its stateful operators (in Spark's numbering
+    order, ``None`` where they could not be read) and sources (offset log order)."""
+
+    plan_json: str
+    leaves: list[str | None] | None
+    streaming: bool
+    state: tuple[StateReading, ...] | None = None
+    sources: tuple[str, ...] | None = None
+    #: a StreamingQuery's plan: its output mode is the query's; a streaming DataFrame's is
+    #: planned as append, but the mode is chosen later, at writeStream
+    output_mode_known: bool = False
+    #: what the plan JSON leaves out of some nodes, by their position in it: a watermark's
+    #: delay, a stream-stream join's condition (Spark's own text, expression ids removed)
+    node_texts: dict[int, str] | None = None
+    #: a batch plan's session ``spark.sql.shuffle.partitions`` (``None``: not a number)
+    shuffle_partitions: int | None = None
+
+
+#: An expression id in Spark's text of an expression (``ts#12``, ``id#3L``).
+_EXPR_ID = re.compile(r"#\d+L?")
+
+
+#: A cached relation in a plan's JSON (``InMemoryTableScanExec`` and its relation).
+CACHED = "InMemoryTableScan"
+
+
+#: An InSet's class name's end in a plan's JSON (compacted or not); its values are written
+#: as null.
+IN_SET = '.InSet"'
+
+
+#: The session window operator's private state manager, by the package Spark files the class
+#: in: ``operators.stateful`` from 4.0 on, ``execution.streaming`` in 3.5.
+_SESSION_MANAGERS = (
+    "org$apache$spark$sql$execution$streaming$operators$stateful$"
+    "SessionWindowStateStoreSaveExec$$stateManager",
+    "org$apache$spark$sql$execution$streaming$SessionWindowStateStoreSaveExec$$stateManager",
+)
+
+
+_TWS_PACKAGE = "org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate"
+
+
+_INCREMENTAL_EXECUTION = (
+    "org.apache.spark.sql.execution.streaming.IncrementalExecution",
+    "org.apache.spark.sql.execution.streaming.runtime.IncrementalExecution",
+)
+
+
+class Jvm(Gateway):
+    """What pytest-opid needs from the JVM of the active SparkContext, with the reflection
+    looked up once per py4j gateway."""
+
+    _cache: dict[int, Jvm] = {}
+
+    @classmethod
+    def get(cls) -> Jvm:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            raise OpidError("no active SparkContext: the DataFrame's SparkSession was stopped")
+        found = cls._cache.get(id(sc._gateway))
+        if found is None or found.gateway is not sc._gateway:
+            found = cls._cache[id(sc._gateway)] = cls(sc._gateway)
+        return found
+
+    def batch_plan(self, session: Any, execution: Any, conf: Any = None) -> tuple[Any, int | None]:
+        """A batch DataFrame's static plan (:meth:`static_plan`) and the session's shuffle
+        partitions (``conf``: the session's RuntimeConfig, where the caller has it). Planned
+        once: with adaptive execution on, the DataFrame's own ``executedPlan()`` would be an
+        adaptive plan to be planned again without it."""
+        conf = conf if conf is not None else session.conf()
+        partitions = conf.get(SHUFFLE_PARTITIONS)
+        number = int(partitions) if str(partitions).isdigit() else None
+        if conf.get(AQE) == "false":
+            return execution.executedPlan(), number
+        return self.static_plan(session, execution.analyzed()), number
+
+    def static_plan(self, session: Any, logical: Any, *, in_lists: bool = False) -> Any:
+        """Plan ``logical`` again with adaptive execution off (``in_lists``: keeping IN lists,
+        :data:`IN_SET_THRESHOLD`), restoring the settings after."""
+        with self._planning(session, in_lists=in_lists):
+            mode = self.jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
+            return session.sessionState().executePlan(logical, mode).executedPlan()
+
+    def uncached_plan(self, session: Any, analyzed: Any) -> Any:
+        """The executed plan of ``analyzed`` planned without the cache: the steps of Spark's
+        ``QueryExecution`` (optimize, plan, prepare for execution) minus ``withCachedData``,
+        with adaptive execution off and IN lists kept as in :meth:`static_plan`."""
+        with self._planning(session, in_lists=True):
+            state = session.sessionState()
+            optimized = state.optimizer().execute(analyzed.clone())
+            answer = self.jvm.org.apache.spark.sql.catalyst.plans.logical.ReturnAnswer(optimized)
+            physical = state.planner().plan(answer).next()
+            execution = self.jvm.org.apache.spark.sql.execution.QueryExecution
+            return execution.prepareExecutedPlan(session, physical)
+
+    @contextlib.contextmanager
+    def _planning(self, session: Any, *, in_lists: bool) -> Iterator[None]:
+        """The session's confs for planning a fingerprint's own copy of a plan, put back after:
+        adaptive execution off, and (``in_lists``) IN lists never made InSets, whose values
+        Spark's plan JSON leaves out (the physical plan is otherwise the same)."""
+        conf = session.conf()
+        changes = {AQE: "false", **({IN_SET_THRESHOLD: str(2**31 - 1)} if in_lists else {})}
+        was = {key: conf.getOption(key) for key in changes}
+        for key, value in changes.items():
+            conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in was.items():
+                if value.isDefined():
+                    conf.set(key, value.get())
+                else:
+                    conf.unset(key)
+
+    def incremental_plan(self, session: Any, logical: Any, output_mode: Any) -> Any:
+        """The physical plan Structured Streaming runs a batch with, as ``DataFrame.explain()``
+        builds it for a streaming DataFrame: an ``IncrementalExecution`` with an unknown
+        checkpoint, not the first batch, so nothing is written anywhere and no data is read."""
+        java_class, kinds = self._incremental_execution()
+        jvm = self.jvm
+        package = java_class.getPackage().getName()
+        mode = output_mode or jvm.org.apache.spark.sql.streaming.OutputMode.Append()
+        args: list[Any] = []
+        for kind in kinds:
+            if kind.endswith(".SparkSession"):
+                args.append(session)
+            elif kind.endswith(".LogicalPlan"):
+                args.append(logical)
+            elif kind.endswith(".OutputMode"):
+                args.append(mode)
+            elif kind == "java.lang.String":
+                args.append("<unknown>")  # the checkpoint location
+            elif kind == "java.util.UUID":
+                args.append(jvm.java.util.UUID.randomUUID())
+            elif kind == "long":
+                args.append(0)
+            elif kind == "boolean":
+                args.append(False)  # not the first batch: do not write state metadata
+            elif kind == "scala.Option":
+                args.append(jvm.scala.Option.empty())
+            elif kind.endswith((".OffsetSeqMetadata", ".OffsetSeqMetadataBase")):
+                # Spark 4.3 takes the base trait (in .checkpointing); its v1 case class fits.
+                metadata = find_java_class(jvm, kind.rsplit(".", 1)[0], "OffsetSeqMetadata")
+                args.append(_offset_seq_metadata(metadata, session))
+            elif kind.endswith(".WatermarkPropagator"):
+                propagator = find_java_class(jvm, kind.rsplit(".", 1)[0], "WatermarkPropagator")
+                args.append(propagator.noop())
+            elif kind == "scala.collection.mutable.Map":
+                args.append(jvm.scala.collection.mutable.HashMap())
+            else:  # scala.Enumeration$Value: the CommandExecutionMode
+                args.append(jvm.org.apache.spark.sql.execution.CommandExecutionMode.ALL())
+        execution = find_java_class(jvm, package, "IncrementalExecution")(*args)
+        return execution.executedPlan()
+
+    # Streaming: state and sources -----------------------------------------------------------
+
+    def streaming_reading(self, plan: Any, analyzed: Any, session: Any) -> PlanReading:
+        """The plan JSON of a streaming plan, its stateful operators and its sources."""
+        text = self.plan_json(plan)
+        try:
+            state: tuple[StateReading, ...] | None = self.state_readings(plan, text, session)
+        except Exception:  # py4j: a Spark version whose operators pytest-opid cannot read
+            state = None
+        try:
+            sources: tuple[str, ...] | None = self.sources(analyzed, session)
+        except Exception:  # py4j: a plan whose sources pytest-opid cannot read
+            sources = None
+        try:
+            texts: dict[int, str] | None = self.node_texts(plan, text)
+        except Exception:  # py4j: a node this Spark version builds differently
+            texts = None
+        return PlanReading(text, None, True, state, sources, node_texts=texts)
+
+    def node_texts(self, plan: Any, text: str) -> dict[int, str]:
+        """``EventTimeWatermarkExec``'s delay and ``StreamingSymmetricHashJoinExec``'s join
+        condition, which ``toJSON`` writes as null (a CalendarInterval, a case class of
+        options): one JVM call per such node."""
+        nodes = json.loads(text)
+        classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
+        wanted = [
+            i
+            for i, cls in enumerate(classes)
+            if cls in ("EventTimeWatermarkExec", "StreamingSymmetricHashJoinExec")
+        ]
+        if not wanted:
+            return {}
+        everything = plan.collect(self._everything())
+        out = {}
+        for i in wanted:
+            node = everything.apply(i)
+            if classes[i] == "EventTimeWatermarkExec":
+                out[i] = str(node.delay().toString())
+            else:
+                full = node.condition().full()
+                found = str(full.get().sql()) if full.isDefined() else "none"
+                out[i] = _EXPR_ID.sub("", found)
+        return out
+
+    def state_readings(self, plan: Any, text: str, session: Any) -> tuple[StateReading, ...]:
+        """Every stateful operator of ``plan`` in Spark's numbering (pre-order) with its state
+        stores' schemas as ``validateAndMaybeEvolveStateSchema`` builds them, computed from the
+        same accessors but never handed to the schema checker, which would write them."""
+        nodes = json.loads(text)
+        classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
+        wanted = [i for i, cls in enumerate(classes) if cls in STATEFUL_OPERATORS]
+        if not wanted:
+            return ()
+        # SparkPlan.collect with an identity function lists the nodes in the pre-order of
+        # TreeNode.toJSON, so the JSON's positions find the operators: one call for them all.
+        everything = plan.collect(self._everything())
+        if everything.size() != len(nodes):
+            raise OpidError("the plan JSON and the plan disagree")
+        conf = session.conf()
+        widen = conf.get(ALWAYS_NULLABLE, "true").lower() == "true"
+        encoding = conf.get(ENCODING, "unsaferow").lower()
+        avro = encoding == "avro"
+        out = []
+        for i in wanted:
+            node = everything.apply(i)
+            try:
+                stores, record = self._stores(node, classes[i], widen, avro)
+            except _NotInspected as exc:  # its state variables are unknown: the check says so
+                stores, record = (), exc.record
+            except Exception:  # py4j: an operator this Spark version builds differently
+                stores, record = (), None  # unknown: restore checks say they cannot check them
+            tws = classes[i].startswith("TransformWithState")
+            out.append(StateReading(node.shortName(), stores, record, encoding if tws else None))
+        return tuple(out)
+
+    def _everything(self) -> Any:
+        """A Scala PartialFunction defined everywhere that returns its argument."""
+        if self._identity is None:
+            identity = getattr(self.jvm.scala.Predef, "$conforms")()
+            companion = getattr(getattr(self.jvm.scala, "PartialFunction$"), "MODULE$")
+            # Scala 2.13 (Spark 4) has fromFunction; 2.12 (PySpark 3.5's build) only apply,
+            # which 2.13 deprecates.
+            lift = getattr(companion, "fromFunction", None) or companion.apply
+            try:
+                self._identity = lift(identity)
+            except Exception:  # py4j: no fromFunction in Scala 2.12
+                self._identity = companion.apply(identity)
+        return self._identity
+
+    def _stores(
+        self, node: Any, cls: str, widen: bool, avro: bool
+    ) -> tuple[tuple[StateStore, ...], ProcessorRecord | None]:
+        """The state stores of one stateful operator with their (key, value) schemas, as the
+        operator's ``validateAndMaybeEvolveStateSchema`` (Spark 4.x) builds them, and for a
+        Python transformWithState what its processor's ``init`` declared."""
+        jvm = self.jvm
+        attributes = _from_attributes(jvm)
+        pairs: list[tuple[str, Any, Any]] = []  # (store or store/column family, key, value)
+        properties = None
+        record: ProcessorRecord | None = None
+        # The schemas below are the raw ones; Spark widens them as the operator's
+        # validateAndMaybeEvolveStateSchema does (the global limit's are fixed, and column
+        # family schemas come out of getColFamilySchemas widened already).
+        # Spark 3.5 writes them as they are (no validateAndMaybeEvolveStateSchema).
+        widen = widen and cls in WIDENED and installed_line().at_least(4, 0)
+        if cls == "StateStoreSaveExec":
+            value = node.stateManager().getStateValueSchema()
+            pairs.append((DEFAULT_STORE_NAME, attributes(node.keyExpressions()), value))
+        elif cls == "SessionWindowStateStoreSaveExec":
+            manager = _session_manager(node)
+            pairs.append(
+                (DEFAULT_STORE_NAME, manager.getStateKeySchema(), manager.getStateValueSchema())
+            )
+        elif cls in ("StreamingDeduplicateExec", "StreamingDeduplicateWithinWatermarkExec"):
+            pairs.append(
+                (DEFAULT_STORE_NAME, attributes(node.keyExpressions()), node.schemaForValueRow())
+            )
+        elif cls in ("FlatMapGroupsWithStateExec", "FlatMapGroupsInPandasWithStateExec"):
+            value = node.stateManager().stateSchema()
+            pairs.append((DEFAULT_STORE_NAME, attributes(node.groupingAttributes()), value))
+        elif cls == "StreamingGlobalLimitExec":
+            key = self._private(node, "keySchema")
+            pairs.append((DEFAULT_STORE_NAME, key, self._private(node, "valueSchema")))
+        elif cls == "StreamingSymmetricHashJoinExec":
+            version = node.stateFormatVersion()
+            if version >= 3:  # one store, a column family per former store
+                widen = False
+                pairs += self._column_families(node.getColFamilySchemas(False))
+            else:
+                helper, manager = _join_classes(jvm)
+                if not has_java_method(jvm, manager, "getSchemaForStateStores"):  # Spark 3.5
+                    pairs += _join_stores(jvm, node, attributes, version)
+                    helper = None
+                for side, child, keys in (
+                    (
+                        ("LeftSide", node.left(), node.leftKeys()),
+                        ("RightSide", node.right(), node.rightKeys()),
+                    )
+                    if helper is not None
+                    else ()
+                ):
+                    module = getattr(helper, f"StreamingSymmetricHashJoinHelper${side}$")
+                    schemas = manager.getSchemaForStateStores(
+                        getattr(module, "MODULE$"), child.output(), keys, version
+                    ).toList()
+                    for k in range(schemas.size()):
+                        entry = schemas.apply(k)
+                        pair = entry._2()
+                        pairs.append((entry._1(), pair._1(), pair._2()))
+        else:  # transformWithState: a column family per state variable (and internal ones)
+            if cls != "TransformWithStateExec":
+                record = self._declare(node)  # the Python processor's init() declares them
+            pairs += self._column_families(node.getColFamilySchemas(avro))
+            infos = node.getStateVariableInfos().values().toList()
+            properties_class = find_java_class(
+                jvm, _TWS_PACKAGE, "TransformWithStateOperatorProperties"
+            )
+            properties = properties_class(
+                node.timeMode().toString(), node.outputMode().toString(), infos
+            ).json()
+        stores = [
+            StateStore(
+                name,
+                (key.asNullable() if widen else key).json(),
+                (value.asNullable() if widen else value).json(),
+            )
+            for name, key, value in pairs
+        ]
+        if properties is not None:
+            stores.append(StateStore(PROPERTIES_STORE, None, properties))
+        return tuple(stores), record
+
+    def _column_families(self, schemas: Any) -> list[tuple[str, Any, Any]]:
+        """``Map[String, StateStoreColFamilySchema]`` as (``default/<family>``, key, value)."""
+        families = schemas.values().toList()
+        out = []
+        for k in range(families.size()):
+            family = families.apply(k)
+            out.append(
+                (
+                    f"{DEFAULT_STORE_NAME}/{family.colFamilyName()}",
+                    family.keySchema(),
+                    family.valueSchema(),
+                )
+            )
+        return sorted(out, key=lambda entry: entry[0])
+
+    def _declare(self, node: Any) -> ProcessorRecord:
+        """Declare a Python transformWithState's state variables on the operator's driver-side
+        handle, as Spark's pre-init runner does before it validates the state schema: the
+        processor's ``init`` runs here with a recording handle (:func:`.tws.record_processor`)
+        and its calls are replayed on the JVM handle (:meth:`_replay`). When ``init`` cannot be
+        recorded, Spark's own pre-init worker (a Python process) runs it instead; when that
+        fails too, :class:`_NotInspected` carries why."""
+        try:
+            function = self._private(node, "pythonFunction")
+            tag = getattr(getattr(self.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
+            processor, _ = processor_from_command(bytes(function.command().toArray(tag)))
+        except Exception as exc:  # py4j or unpickling: a processor pytest-opid cannot reach
+            record = ProcessorRecord(
+                "?", None, f"could not read the stateful processor ({type(exc).__name__})"
+            )
+        else:
+            record = record_processor(processor)
+        if record.calls is not None:
+            try:
+                self._replay(node, record.calls)
+                return record
+            except Exception as exc:  # py4j: Spark refused a declaration
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+                reason = f"could not inspect {record.processor_class}: Spark refused its init(): "
+                record = ProcessorRecord(record.processor_class, None, reason + first)
+        try:
+            self._pre_init(node)
+        except Exception as exc:  # py4j: the worker's Python lacks pyspark, or init() failed
+            worker = _python_error(exc)
+            raise _NotInspected(
+                ProcessorRecord(
+                    record.processor_class,
+                    None,
+                    f"{record.reason}; Spark's pre-init Python worker failed too ({worker})",
+                )
+            ) from None
+        return ProcessorRecord(record.processor_class, None)  # declared by Spark's worker
+
+    def _replay(self, node: Any, calls: tuple[StateCall, ...]) -> None:
+        """``init``'s calls on the operator's ``DriverStatefulProcessorHandleImpl``, as
+        ``TransformWithStateInPySparkStateServer`` makes them for the pre-init worker."""
+        jvm = self.jvm
+        handle = self._private(node, "driverProcessorHandle")
+        states = getattr(
+            find_java_class(
+                jvm, _TWS_PACKAGE + ".statefulprocessor", "StatefulProcessorHandleState$"
+            ),
+            "MODULE$",
+        )
+        handle.setHandleState(states.PRE_INIT())
+        ttl_config = jvm.org.apache.spark.sql.streaming.TTLConfig
+        row = jvm.org.apache.spark.sql.Encoders.row
+        for call in calls:
+            if call.method == "deleteIfExists":
+                handle.deleteIfExists(call.name)
+                continue
+            if call.ttl_ms is None:
+                ttl = ttl_config.NONE()
+            else:
+                ttl = ttl_config(jvm.java.time.Duration.ofMillis(call.ttl_ms))
+            value = row(self._struct(call.schema, call.schema_is_json))
+            if call.method == "getValueState":
+                handle.getValueState(call.name, value, ttl)
+            elif call.method == "getListState":
+                handle.getListState(call.name, value, ttl)
+            else:
+                key = row(self._struct(call.user_key_schema, call.user_key_is_json))
+                handle.getMapState(call.name, key, value, ttl)
+
+    def _struct(self, text: str | None, is_json: bool) -> Any:
+        """A schema as the state server reads it: ``StructType`` JSON, or a DDL string parsed
+        by ``CatalystSqlParser.parseTableSchema`` (what PySpark's client asks it for)."""
+        if is_json:
+            return self.jvm.org.apache.spark.sql.types.DataType.fromJson(text)
+        parser = getattr(self.jvm.org.apache.spark.sql.catalyst.parser, "CatalystSqlParser$")
+        return getattr(parser, "MODULE$").parseTableSchema(text)
+
+    def _pre_init(self, node: Any) -> None:
+        """Run the Python stateful processor's ``init()`` on the driver as Spark does before
+        it validates the state schema (``TransformWithStateInPySparkExec``): it fills the
+        operator's driver-side handle with the state variables, and writes nothing."""
+        runner_class = find_java_class(
+            self.jvm,
+            "org.apache.spark.sql.execution.python.streaming",
+            "TransformWithStateInPySparkPythonPreInitRunner",
+        )
+        runner = runner_class(
+            self._private(node, "pythonFunction"),
+            "pyspark.sql.streaming.transform_with_state_driver_worker",
+            self._private(node, "groupingKeySchema"),
+            self._private(node, "driverProcessorHandle"),
+        )
+        module = getattr(
+            self.jvm.org.apache.spark.sql.execution.python.streaming,
+            "TransformWithStateInPySparkExec$",
+        )
+        getattr(module, "MODULE$").runPreInitRunner(runner)
+
+    def _private(self, node: Any, method: str) -> Any:
+        """A private, argument-less method of ``node``'s class, through Java reflection."""
+        cls = node.getClass()
+        key = (cls.getName(), method)
+        found = self._methods.get(key)
+        if found is None:
+            found = cls.getDeclaredMethod(
+                method, self.gateway.new_array(self.jvm.java.lang.Class, 0)
+            )
+            found.setAccessible(True)
+            self._methods[key] = found
+        return found.invoke(node, self.gateway.new_array(self.jvm.java.lang.Object, 0))
+
+    def sources(self, analyzed: Any, session: Any) -> tuple[str, ...]:
+        """The query's sources in the order Spark numbers them (``sources/<i>``, the offset
+        log's positions): the streaming leaves of the analyzed plan, left to right. A file
+        source is ``FileSource <format> <qualified path>``, any other its name in Spark
+        (``rate-micro-batch``, ``kafka``); a source named with ``.name()`` (source evolution)
+        is prefixed with ``@<name> ``."""
+        leaves = analyzed.collectLeaves()
+        out = []
+        hadoop_conf = None
+        for i in range(leaves.size()):
+            leaf = leaves.apply(i)
+            cls = leaf.getClass().getSimpleName()
+            if cls not in ("StreamingRelation", "StreamingRelationV2"):
+                continue  # a static table joined to the stream
+            text = leaf.sourceName()
+            if cls == "StreamingRelation" and text.startswith("FileSource[") and text.endswith("]"):
+                if hadoop_conf is None:
+                    hadoop_conf = session.sessionState().newHadoopConf()
+                path = self.jvm.org.apache.hadoop.fs.Path(text[len("FileSource[") : -1])
+                qualified = path.getFileSystem(hadoop_conf).makeQualified(path).toString()
+                fmt = "".join(leaf.dataSource().className().split()) or "?"
+                text = f"FileSource {fmt} {qualified}"
+            try:
+                named = leaf.sourceIdentifyingName().nameOpt()
+                name = named.get() if named.isDefined() else None
+            except Exception:  # py4j: Spark before source naming (4.2)
+                name = None
+            out.append(f"@{name} {text}" if name else text)
+        return tuple(out)
+
+    def _incremental_execution(self) -> tuple[Any, list[str]]:
+        if self._incremental is None:
+            java_class = None
+            for candidate in _INCREMENTAL_EXECUTION:
+                try:
+                    java_class = self.jvm.java.lang.Class.forName(candidate)
+                    break
+                except Exception:  # py4j wraps ClassNotFoundException
+                    continue
+            if java_class is None:
+                raise OpidError("this Spark version has no IncrementalExecution pytest-opid knows")
+            constructor = max(
+                java_class.getConstructors(), key=lambda c: len(c.getParameterTypes())
+            )
+            kinds = [t.getName() for t in constructor.getParameterTypes()]
+            known = (
+                ".SparkSession", ".LogicalPlan", ".OutputMode", ".OffsetSeqMetadata",
+                ".OffsetSeqMetadataBase",
+                ".WatermarkPropagator", "java.lang.String", "java.util.UUID", "long",
+                "boolean", "scala.Option", "scala.collection.mutable.Map",
+                "scala.Enumeration$Value",
+            )  # fmt: skip
+            for kind in kinds:
+                if not kind.endswith(known):
+                    raise OpidError(
+                        "cannot plan a streaming query on this Spark version: its "
+                        f"IncrementalExecution takes a {kind} pytest-opid does not know"
+                    )
+            self._incremental = (java_class, kinds)
+        return self._incremental
+
+
+class _NotInspected(Exception):
+    """A Python transformWithState whose state variables could not be declared."""
+
+    def __init__(self, record: ProcessorRecord) -> None:
+        super().__init__(record.reason)
+        self.record = record
+
+
+_PYTHON_ERROR = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): .*")
+
+
+def _python_error(exc: Exception) -> str:
+    """The last line of a Python worker's error as py4j relays it, else the exception's name."""
+    for line in reversed(str(exc).splitlines()):
+        found = _PYTHON_ERROR.match(line.strip())
+        if found:
+            return found.group(0)[:200]
+    return type(exc).__name__
+
+
+def _offset_seq_metadata(metadata: Any, session: Any) -> Any:
+    """``OffsetSeqMetadata(0, 0, <the session's stateful confs>)``. Spark 4.3 records a conf the
+    session leaves unset (``spark.sql.shuffle.partitions``) as null and then fails to parse it,
+    so nulls are replaced with the conf's effective value (or dropped) through the JSON form."""
+    captured = json.loads(metadata.apply(0, 0, session.conf()).json())
+    conf = {}
+    for key, value in (captured.get("conf") or {}).items():
+        if value is None:
+            try:
+                value = session.conf().get(key)
+            except Exception:  # py4j: no value and no default
+                continue
+        conf[key] = value
+    captured["conf"] = conf
+    return metadata.apply(json.dumps(captured))
+
+
+def _from_attributes(jvm: Any) -> Any:
+    """Attributes -> StructType: ``DataTypeUtils.fromAttributes`` (Spark 4), else 3.5's
+    ``StructType.fromAttributes``."""
+    if is_java_class(jvm, "org.apache.spark.sql.catalyst.types.DataTypeUtils"):
+        return jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes
+    return jvm.org.apache.spark.sql.types.StructType.fromAttributes
+
+
+def _session_manager(node: Any) -> Any:
+    for name in _SESSION_MANAGERS:
+        try:
+            return getattr(node, name)()
+        except Exception:  # py4j: no such method in this Spark's build
+            continue
+    raise OpidError("the session window operator's state manager is not reachable")
+
+
+def _join_classes(jvm: Any) -> tuple[Any, Any]:
+    """The stream-stream join's helper package and ``SymmetricHashJoinStateManager``: under
+    ``operators.stateful.join`` from Spark 4.0 on; in 3.5 the helper is in
+    ``execution.streaming`` and the manager in ``execution.streaming.state``."""
+    joins = "org.apache.spark.sql.execution.streaming.operators.stateful.join"
+    if is_java_class(jvm, joins + ".SymmetricHashJoinStateManager"):
+        package = jvm.org.apache.spark.sql.execution.streaming.operators.stateful.join
+        return package, package.SymmetricHashJoinStateManager
+    streaming = jvm.org.apache.spark.sql.execution.streaming
+    return streaming, streaming.state.SymmetricHashJoinStateManager
+
+
+def _join_stores(jvm: Any, node: Any, attributes: Any, version: int) -> list[tuple[str, Any, Any]]:
+    """A stream-stream join's four stores as Spark 3.5's ``SymmetricHashJoinStateManager``
+    builds their schemas (3.5 has no ``getSchemaForStateStores``): per side, keyToNumValues
+    (the join keys as ``field<i>`` -> ``value`` long) and keyWithIndexToValue (the keys and an
+    ``index`` long -> the side's input row, and from state format 2 on a ``matched`` flag)."""
+    types = jvm.org.apache.spark.sql.types
+    long_type = types.DataTypes.LongType
+    out = []
+    for side, child, keys in (
+        ("left", node.left(), node.leftKeys()),
+        ("right", node.right(), node.rightKeys()),
+    ):
+        key = types.StructType()
+        for i in range(keys.size()):
+            expression = keys.apply(i)
+            key = key.add(f"field{i}", expression.dataType(), expression.nullable())
+        value = attributes(child.output())
+        if version >= 2:
+            value = value.add("matched", types.DataTypes.BooleanType)
+        out.append((f"{side}-keyToNumValues", key, types.StructType().add("value", long_type)))
+        out.append((f"{side}-keyWithIndexToValue", key.add("index", long_type), value))
+    return out

@@ -1,0 +1,173 @@
+"""``opid fingerprint --spark module:function``: the fingerprint of a query from the team's own
+code, outside pytest.
+
+The function is imported (the current directory comes first on ``sys.path``, as with
+``python -m``) and called with a local SparkSession and the command's program arguments
+(``function(spark, *args)``); it returns a DataFrame, a streaming DataFrame or a
+``StreamingQuery``, which is fingerprinted without running it. The session is built with the
+settings given as ``--conf KEY=VALUE``: a streaming query's state layout depends on session
+settings such as ``spark.sql.shuffle.partitions``, so give production's. Spark's start-up
+messages on stderr are kept out of the command's output; when Spark cannot start, the last of
+them is the error line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.io.registry import fingerprint
+from pytest_opid.result import Fingerprint
+
+#: The session's settings unless ``--conf`` says otherwise: a small local session, adaptive
+#: execution off (the plan fingerprinted is the static one), no UI, and the ``spark`` fixture's
+#: shuffle partitions (pytest_opid.plugin.spark.SPARK_CONF, held equal by a test), so that a
+#: fingerprint made here compares with a test's snapshot without a changed-setting note; give
+#: production's with ``--conf`` to compare with production's checkpoint. Every other setting is
+#: Spark's default.
+BASE_CONF: dict[str, str] = {
+    "spark.master": "local[1]",
+    "spark.app.name": "opid-fingerprint",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+
+def parse_conf(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` settings, in order (a later one wins)."""
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise DocumentError(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key.strip()] = value
+    return conf
+
+
+def resolve_function(target: str) -> Callable[..., Any]:
+    """The function ``module:function`` names (``package.module:name``, ``name`` may be
+    dotted: ``module:Class.method``)."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise DocumentError(f"--spark {target!r}: expected MODULE:FUNCTION, e.g. jobs:page_views")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise DocumentError(f"--spark {target}: cannot import {module_name}: {exc}") from None
+    except Exception as exc:  # the module's own code failed: say so in one line
+        raise DocumentError(
+            f"--spark {target}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    for name in attribute.split("."):
+        if not hasattr(value, name):
+            raise DocumentError(f"--spark {target}: {module_name} has no {attribute}")
+        value = getattr(value, name)
+    if not callable(value):
+        raise DocumentError(f"--spark {target}: {attribute} is not a function")
+    return value  # type: ignore[no-any-return]
+
+
+def fingerprint_function(
+    target: str, args: Sequence[str] = (), conf: dict[str, str] | None = None
+) -> Fingerprint:
+    """Call ``target`` (``module:function``) as ``function(spark, *args)`` in a local session
+    with ``conf`` and fingerprint what it returns."""
+    function = resolve_function(target)
+    settings = {**BASE_CONF, **(conf or {})}
+    spark, created = _session(settings)
+    # A session already running in this process (a test's) is reused: the SQL settings are
+    # set for the call and put back after it.
+    sql = {key: value for key, value in settings.items() if key.startswith("spark.sql.")}
+    before = {} if created else {key: spark.conf.get(key, None) for key in sql}
+    try:
+        for key, value in sql.items():
+            spark.conf.set(key, value)
+        try:
+            program = function(spark, *args)
+        except Exception as exc:
+            raise DocumentError(
+                f"--spark {target}: the function failed: {type(exc).__name__}: "
+                f"{_first_line(str(exc))}"
+            ) from None
+        try:
+            return fingerprint(program)
+        except TypeError as exc:  # not a DataFrame or query: what fingerprint() takes, in words
+            raise DocumentError(f"--spark {target}: the function's result: {exc}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            if created:
+                spark.stop()
+            else:
+                for key, value in before.items():
+                    if value is None:
+                        spark.conf.unset(key)
+                    else:
+                        spark.conf.set(key, value)
+
+
+def _session(settings: dict[str, str]) -> tuple[Any, bool]:
+    """The session to call the function with, and whether it was started here."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise DocumentError(
+            "--spark needs PySpark (and Java 17): pip install -e '.[spark]' in the clone"
+        ) from None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    with _quiet_stderr() as said:
+        try:
+            session = builder.getOrCreate()
+            session.sparkContext.setLogLevel("ERROR")
+        except Exception as exc:
+            last = next((line for line in reversed(said()) if line.strip()), "")
+            raise DocumentError(
+                f"--spark: Spark did not start: {_first_line(str(exc))}"
+                + (f" ({last.strip()})" if last and last.strip() not in str(exc) else "")
+            ) from None
+    return session, True
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[Callable[[], list[str]]]:
+    """File descriptor 2 goes to a temporary file while Spark's JVM starts (the JVM keeps it:
+    its log lines never reach the terminal); yields a function returning what was written."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield list
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lambda: _tail(sink)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _tail(sink: Any) -> list[str]:
+    sink.seek(0)
+    return list(sink.read()[-4096:].decode("utf-8", "replace").splitlines())
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")

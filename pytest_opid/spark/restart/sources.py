@@ -1,0 +1,215 @@
+"""The sources, as Spark checks them when the restarted query starts (``MicroBatchExecution``):
+by position or, under source evolution, by name; a file source's last batch listed again under
+the new path (``FileStreamSource.getBatch``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_opid.spark.restart.findings import Findings, OldSource
+from pytest_opid.spark.source_entries import SHORTENED, Source, parse_source
+from pytest_opid.spark.vocabulary import (
+    SOURCE_EVOLUTION,
+)
+from pytest_opid.spark.words import (
+    FIX_NEW_CHECKPOINT,
+    capitalized,
+)
+from pytest_opid.text import plural, printable, quote
+
+
+def same_path(previous: str | None, new: str | None) -> bool:
+    """Equal paths; a snapshot's shortened path matches any path ending in its folder."""
+    if previous and previous.startswith(SHORTENED) and new:
+        return new.rstrip("/").rsplit("/", 1)[-1] == previous[len(SHORTENED) :]
+    return previous == new
+
+
+def qualified_path(path: str) -> str:
+    """A path as Hadoop's ``makeQualified(...).toString`` spells it: ``file:///x`` and
+    ``file://x`` -> ``file:/x`` (the file source log keeps URIs, Spark compares these)."""
+    if path.startswith("file://"):
+        rest = path[len("file://") :]
+        return "file:" + (rest if rest.startswith("/") else "/" + rest)
+    if path.startswith("/"):
+        return "file:" + path
+    return path
+
+
+def check_sources(found: Findings) -> None:
+    old_sources = found.old.sources
+    if old_sources is None or found.new.sources is None:
+        missing = "the previous fingerprint" if old_sources is None else "the new fingerprint"
+        found.warn(
+            "sources",
+            f"{missing} records no sources: Spark also checks the number of sources (and, "
+            "for file sources, their paths); they were not compared.",
+        )
+        return
+    new = [parse_source(s) for s in found.new.sources]
+    new_named = [s for s in new if s.name]
+    if found.old.named:
+        unnamed = [(i, s) for i, s in enumerate(new) if not s.name]
+        if unnamed:
+            listed = ", ".join(f"source {i} {s.describe()}" for i, s in unnamed)
+            found.problem(
+                "sources",
+                f"{found.spark} stops the restarted query with java.lang.AssertionError: "
+                '"assertion failed: All sources should be named at this point - validation '
+                f'should have happened in analysis". {capitalized(found.old.origin)} was written '
+                f"with source evolution ({SOURCE_EVOLUTION}=true, which the checkpoint "
+                "pins and Spark restores over the session's setting), so every source needs "
+                f"its name; without one now: {listed}.\n"
+                "Fix:\n"
+                '  - name every source again as before: spark.readStream.name("...")...\n'
+                + FIX_NEW_CHECKPOINT,
+            )
+            return
+        named_sources(found, old_sources, new)
+        return
+    if new_named:
+        names = ", ".join(quote(s.name or "") for s in new_named)
+        found.problem(
+            "sources",
+            f"{found.spark} stops the restarted query with "
+            "STREAMING_QUERY_EVOLUTION_ERROR.CANNOT_ENABLE_ON_EXISTING_CHECKPOINT: the "
+            f"sources are now named ({names}: source evolution), but "
+            f"{found.old.origin}'s checkpoint was written without it (offset log format "
+            "version 1), which cannot track sources by name.\n"
+            "Fix:\n"
+            "  - remove the .name() calls and keep the sources in their old order\n"
+            "  - or start the named query on a new checkpoint location",
+        )
+        return
+    if len(old_sources) != len(new):
+        before = "; ".join(describe_old(found, s) for s in old_sources) or "none"
+        now = "; ".join(f"{i}: {s.describe()}" for i, s in enumerate(new)) or "none"
+        found.problem(
+            "sources",
+            f"{found.spark} stops the restarted query with java.lang.AssertionError: "
+            f'"assertion failed: There are [{len(old_sources)}] sources in the checkpoint '
+            f"offsets and now there are [{len(new)}] sources requested by the query. "
+            'Cannot continue." Spark matches sources by position (sources/<n> in the '
+            f"checkpoint). Before: {before}. Now: {now}.\n"
+            "Fix:\n"
+            "  - keep the same sources in the same order (a stream cannot be added to or "
+            "removed from a running query's union or join)\n"
+            + FIX_NEW_CHECKPOINT
+            + "\n  - to add or remove sources later, name them on the new checkpoint: "
+            f'spark.readStream.name("...") with {SOURCE_EVOLUTION}=true',
+        )
+        return
+    for old_source, new_source in zip(old_sources, new, strict=True):
+        same_source(found, old_source, new_source)
+
+
+def named_sources(found: Findings, old_sources: Sequence[OldSource], new: Sequence[Source]) -> None:
+    by_name = {s.name: s for s in new}
+    for old_source in old_sources:
+        match = by_name.pop(old_source.label, None)
+        if match is None:
+            found.warn(
+                "sources",
+                f"Source {quote(old_source.label)} is no longer read: Spark keeps its last "
+                "offset in the checkpoint and ignores it (it resumes there if a source of "
+                "that name comes back).",
+                name=old_source.label,
+            )
+        else:
+            same_source(found, old_source, match)
+    for source in by_name.values():
+        found.warn(
+            "sources",
+            f"Source {source.describe()} is new to the checkpoint: Spark starts it from its "
+            "first offset as on a new query (a file source reads every file already in "
+            "its path; a renamed source reads its input again).",
+            name=source.name,
+        )
+
+
+def describe_old(found: Findings, s: OldSource) -> str:
+    if s.source is not None:
+        return f"{s.label}: {s.source.describe()}"
+    if s.files:
+        read = printable(directory_of(s.files[0]))
+        return f"{s.label}: a file source (its last batch read {read})"
+    if s.files is not None:
+        return f"{s.label}: a file source"
+    return f"{s.label}: offset {printable(s.offset or '-')}"
+
+
+def same_source(found: Findings, old: OldSource, new: Source) -> None:
+    label = f"source {old.label}" if not found.old.named else f"source {quote(old.label)}"
+    if old.source is not None:  # from a fingerprint
+        previous = old.source
+        if previous.is_file and new.is_file:
+            if not same_path(previous.path, new.path):
+                # A warning, not a problem: only the checkpoint knows whether Spark fails.
+                # (In tests the inputs usually live in a fresh temporary folder per run.)
+                found.warn(
+                    "sources",
+                    f"{capitalized(label)} now reads {printable(new.path or '?')} instead of "
+                    f"{printable(previous.path or '?')}. Whether {found.spark} restarts depends "
+                    "on what the checkpoint's last committed batch read: if it read any file "
+                    f"from the old path, the restart fails with "
+                    f'java.lang.IllegalArgumentException: "Wrong basePath {new.path} for '
+                    "the root path: <that file>\" (Spark lists that batch's files again with "
+                    "the new path as their base); if it read none (a batch that only "
+                    "advanced the watermark), Spark restarts and reads the new path's files "
+                    "that are not in its log yet. A fingerprint cannot tell: check the "
+                    "checkpoint itself (check_restore(<checkpoint directory>, query)).\n"
+                    "Fix:\n"
+                    "  - keep reading the old path (move the new input under it)\n"
+                    + FIX_NEW_CHECKPOINT,
+                    name=old.label,
+                )
+            elif previous.fmt != new.fmt:
+                found.warn(
+                    "sources",
+                    f"{capitalized(label)} reads {printable(new.path or '?')} as {new.fmt} instead "
+                    f"of {previous.fmt}. Spark does not check it: files already in its log "
+                    "are not read again and new ones are parsed as the new format.",
+                    name=old.label,
+                )
+        elif previous.kind != new.kind:
+            swapped(found, label, previous.describe(), new, old.label)
+        return
+    # from a checkpoint
+    if old.files is not None and new.is_file:
+        base = new.path or ""
+        outside = [f for f in old.files if not qualified_path(f).startswith(base)]
+        if outside:
+            batch = found.old.last_committed
+            found.problem(
+                "sources",
+                f"{found.spark} stops the restarted query with "
+                f'java.lang.IllegalArgumentException: "Wrong basePath {base} for the root '
+                f'path: {qualified_path(outside[0])}". {capitalized(label)} now reads '
+                f"{printable(base)}, but the checkpoint's last committed batch "
+                f"({batch}) read {plural(len(outside), 'file')} outside it, and at restart "
+                "Spark lists that batch's files again with the new path as their base "
+                "(FileStreamSource.getBatch).\n"
+                "Fix:\n"
+                f"  - keep reading the old path ({printable(directory_of(outside[0]))}); put "
+                "the new input under it\n" + FIX_NEW_CHECKPOINT,
+                name=old.label,
+            )
+    elif old.files is not None and not new.is_file:
+        swapped(found, label, "a file source", new, old.label)
+    elif old.files is None and new.is_file and old.offset is not None:
+        swapped(found, label, f"a source at offset {printable(old.offset)}", new, old.label)
+
+
+def swapped(found: Findings, label: str, before: str, new: Source, name: str) -> None:
+    found.warn(
+        "sources",
+        f"{capitalized(label)} was {before} and is now {new.describe()}. Spark does not check "
+        "it: it hands the new source the old one's last offset, which it may fail to read "
+        "or read wrongly; the Structured Streaming guide does not allow changing a "
+        "source's type. Use a new checkpoint location for another source.",
+        name=name,
+    )
+
+
+def directory_of(path: str) -> str:
+    return qualified_path(path).rsplit("/", 1)[0]

@@ -1,0 +1,225 @@
+"""The stateful operators: matched to the checkpoint's ``state/<n>`` by position (and, from Spark
+4.0 on, by the name in the operator metadata), then each operator's schemas, settings, state
+meaning and partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pytest_opid.spark.restart.findings import Findings, StatefulOperator
+from pytest_opid.spark.restart.meaning import checkpoint_meaning, compare_meaning
+from pytest_opid.spark.restart.schemas import (
+    check_schemas,
+    unchecked_schemas,
+)
+from pytest_opid.spark.restart.transform_with_state import (
+    check_properties,
+)
+from pytest_opid.spark.vocabulary import (
+    SCHEMA_CHECK_FACT,
+    SHUFFLE_PARTITIONS,
+    TRANSFORM_WITH_STATE,
+)
+from pytest_opid.spark.words import (
+    FIX_MEANING,
+    FIX_MIGRATE,
+    FIX_NEW_CHECKPOINT,
+    capitalized,
+    operator_label,
+)
+
+
+def check_state(found: Findings) -> None:
+    restart = found.old.restart_batch
+    if restart is None or restart == 0:
+        return  # Spark checks stateful operators only when it restarts after batch 0
+    old_ops = {op.number: op for op in found.old.operators}
+    new_ops = {op.number: op for op in found.new_ops}
+    if not found.line.at_least(4, 0):
+        state_by_position(found, old_ops, new_ops)
+        return
+    known = {n: op.name for n, op in old_ops.items() if op.name is not None}
+    if known:
+        mismatched = [
+            n
+            for n in sorted(known.keys() | new_ops.keys())
+            if known.get(n, "not found") != (new_ops[n].name if n in new_ops else "not found")
+        ]
+        if mismatched:
+            not_matching(found, known, new_ops, mismatched)
+    elif not old_ops and new_ops:
+        missing_state_directory(found, new_ops)
+    for number in sorted(new_ops):
+        new_op, old_op = new_ops[number], old_ops.get(number)
+        if old_op is None or (old_op.name is not None and old_op.name != new_op.name):
+            continue
+        refused = len(found.problems)
+        check_schemas(found, old_op, new_op)
+        if (SCHEMA_CHECK_FACT, "off") in new_op.meaning and len(found.problems) > refused:
+            unchecked_schemas(found, refused, old_op, new_op)
+        check_properties(found, old_op, new_op)
+        if len(found.problems) == refused:
+            check_meaning(found, old_op, new_op)
+        check_partitions(found, old_op, new_op)
+
+
+def state_by_position(
+    found: Findings,
+    old_ops: Mapping[int, StatefulOperator],
+    new_ops: Mapping[int, StatefulOperator],
+) -> None:
+    """Spark 3.5: no operator metadata, so no stateful-operator check. Each operator loads
+    ``state/<n>`` by its position and checks only the schemas there, whichever operator
+    wrote it (a removed operator's neighbour reads its state); an operator whose
+    ``state/<n>`` was never written fails when its state store loads the last batch's
+    delta file, after the schema checks of the others."""
+    for number in sorted(new_ops):
+        new_op, old_op = new_ops[number], old_ops.get(number)
+        if old_op is None:
+            continue
+        refused = len(found.problems)
+        check_schemas(found, old_op, new_op)
+        if (SCHEMA_CHECK_FACT, "off") in new_op.meaning and len(found.problems) > refused:
+            unchecked_schemas(found, refused, old_op, new_op)
+        if len(found.problems) > refused:
+            continue
+        if old_op.name is not None and new_op.name is not None and old_op.name != new_op.name:
+            found.reinterpret(
+                "state_operators",
+                f"{found.spark} restarts and {new_op.name} {operator_label(new_op)} reads "
+                f"state/{number}, which {old_op.name} {operator_label(old_op)} wrote: "
+                f"{found.spark} writes no operator metadata and checks only that the state "
+                "schemas fit, so the old state is read under another meaning.\n"
+                "Fix:\n"
+                "  - keep the stateful operators the same and in the same order as in the "
+                "query that wrote the checkpoint\n" + FIX_NEW_CHECKPOINT,
+                state_id=str(number),
+                operator_id=new_op.operator_id,
+                name=old_op.name,
+            )
+        else:
+            check_meaning(found, old_op, new_op)
+        check_partitions(found, old_op, new_op)
+    missing = sorted(n for n in new_ops if n not in old_ops)
+    if missing:
+        first = missing[0]
+        op = new_ops[first]
+        batch = found.old.last_committed if found.old.last_committed is not None else "<n>"
+        found.problem(
+            "state_operators",
+            f"{found.spark} fails the first batch after the restart with "
+            f"java.io.FileNotFoundException: File <checkpoint>/state/{first}/0/{batch}.delta "
+            f"does not exist. {op.name} {operator_label(op)} is stateful operator {first} "
+            f"now, and {found.old.origin} has no state/{first}: {found.spark} numbers "
+            "stateful operators by their position in the plan and loads the state of the "
+            "last committed batch for each.\n"
+            "Fix:\n"
+            "  - keep the stateful operators the same and in the same order as in the query "
+            "that wrote the checkpoint (a new stateful operator needs a new checkpoint)\n"
+            + FIX_NEW_CHECKPOINT,
+            state_id=str(first),
+            operator_id=op.operator_id,
+        )
+
+
+def not_matching(
+    found: Findings,
+    known: Mapping[int, str],
+    new_ops: Mapping[int, StatefulOperator],
+    numbers: Sequence[int],
+) -> None:
+    before = ", ".join(f"(OperatorId: {n} -> OperatorName: {known[n]})" for n in sorted(known))
+    now = ", ".join(
+        f"(OperatorId: {n} -> OperatorName: {new_ops[n].name})" for n in sorted(new_ops)
+    )
+    lines = []
+    for n in numbers:
+        was = known.get(n)
+        op = new_ops.get(n)
+        is_now = f"{op.name} {operator_label(op)}".rstrip() if op is not None else None
+        if was and is_now:
+            lines.append(f"  state/{n}: written by {was}, now read by {is_now}")
+        elif was:
+            lines.append(f"  state/{n}: written by {was}, no stateful operator reads it now")
+        else:
+            lines.append(f"  state/{n}: new {is_now}; {found.old.origin} has no state/{n}")
+    first = numbers[0]
+    op = new_ops.get(first)
+    found.problem(
+        "state_operators",
+        f"{found.spark} fails the first batch after the restart with "
+        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA: Stateful operators in the "
+        f"metadata: [{before}]; Stateful operators in current batch: [{now}]. Spark numbers "
+        "stateful operators by their position in the plan (state/<n>, parents before "
+        "children, left before right):\n" + "\n".join(lines) + "\n"
+        "Fix:\n"
+        "  - keep the stateful operators (aggregations, dropDuplicates / "
+        "dropDuplicatesWithinWatermark, stream-stream joins, applyInPandasWithState / "
+        "transformWithState, streaming limits) the same and in the same order as in the "
+        "query that wrote the checkpoint\n"
+        + FIX_NEW_CHECKPOINT
+        + "\n"
+        + FIX_MIGRATE.format(n=first),
+        state_id=str(first),
+        operator_id=op.operator_id if op is not None else None,
+        name=known.get(first),
+    )
+
+
+def missing_state_directory(found: Findings, new_ops: Mapping[int, StatefulOperator]) -> None:
+    now = ", ".join(
+        f"(OperatorId: {n} -> OperatorName: {new_ops[n].name})" for n in sorted(new_ops)
+    )
+    first = min(new_ops)
+    found.problem(
+        "state_operators",
+        f"{found.spark} fails the first batch after the restart with "
+        "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY: Cannot restart streaming "
+        "query with stateful operators because the state directory is empty or missing. "
+        f"Stateful operators in current batch: [{now}]. {capitalized(found.old.origin)} has no "
+        "state: the query that wrote the checkpoint was stateless.\n"
+        "Fix:\n"
+        "  - keep the query stateless on this checkpoint\n" + FIX_NEW_CHECKPOINT,
+        state_id=str(first),
+        operator_id=new_ops[first].operator_id,
+    )
+
+
+def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator) -> None:
+    """Restarts Spark accepts whose state the new query reads as something else
+    (:mod:`pytest_opid.spark.query.meaning`): not safe. transformWithState's variables are judged
+    with its properties."""
+    if new.name in TRANSFORM_WITH_STATE:
+        return
+    if found.old.from_checkpoint:
+        changes = checkpoint_meaning(
+            new.number, new.name or "", old.stores, new.stores, new.meaning
+        )
+    else:
+        changes = compare_meaning(
+            new.number, new.name or "", old.meaning, new.meaning, found.old.origin
+        )
+    where = {"state_id": str(new.number), "operator_id": new.operator_id, "name": old.name}
+    for change in changes:
+        if change.reinterprets:
+            found.reinterpret(change.kind, change.message + FIX_MEANING, **where)
+        else:
+            found.warn(change.kind, change.message, **where)
+
+
+def check_partitions(found: Findings, old: StatefulOperator, new: StatefulOperator) -> None:
+    before = old.partitions or found.shuffle_partitions
+    now = new.partitions
+    if before is None or now is None or before == now:
+        return
+    found.warn(
+        "state_config",
+        f"state/{new.number} ({new.name}) has {before} partitions in {found.old.origin} "
+        f"({SHUFFLE_PARTITIONS}={before}); the new query asks for {now}, which Spark "
+        "ignores on this checkpoint: it restores the setting from the checkpoint's offset log "
+        f"and keeps {before} state partitions. To change it, start on a new checkpoint "
+        "location.",
+        state_id=str(new.number),
+        operator_id=new.operator_id,
+        name=old.name,
+    )

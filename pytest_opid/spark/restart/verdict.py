@@ -1,0 +1,181 @@
+"""Would Spark 4.3 restart a changed streaming query on a checkpoint? Its own verdict.
+
+Spark checks a restarted query in this order, and stops at the first failure:
+
+1. Sources, when the query starts running (``MicroBatchExecution``). Under source evolution
+   (``spark.sql.streaming.queryEvolution.enableSourceEvolution``, pinned in the checkpoint, offset
+   log v2) every source must be named and sources are matched by name; otherwise by position,
+   and their number must not change (``OffsetSeq.toStreamProgress``: ``AssertionError``). For
+   every file source the files of the last committed batch are listed again with the source's
+   path as their base (``FileStreamSource.getBatch``): a file outside the new path is
+   ``IllegalArgumentException: Wrong basePath``.
+2. Stateful operators, when the first batch is planned (``IncrementalExecution``): Spark numbers
+   them by their position in the plan (``state/<n>``) and compares ``(n, operatorName)`` with the
+   checkpoint's state metadata (``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``); a
+   stateful query on a checkpoint without state fails with
+   ``STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY``.
+3. Per operator in that order: every state store's key and value schema against the stored one
+   (``StateSchemaCompatibilityChecker``: ``STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE``, then
+   ``..._VALUE_...``), then, for transformWithState, its operator properties (time mode, output
+   mode, state variable types: ``STATE_STORE_INVALID_CONFIG_AFTER_RESTART``,
+   ``STATE_STORE_INVALID_VARIABLE_TYPE_CHANGE``).
+
+The schema rule is ``DataType.equalsIgnoreNameAndCompatibleNullability(new, stored)``: field
+names are ignored, the number of fields and their types must be equal, and a field (array
+element, map value) stored as nullable may become non-nullable but not the other way round.
+Equal schemas are not checked further; a deduplication's value (a placeholder) is never
+checked; transformWithState under the Avro encoding may evolve its values as Avro allows.
+
+:func:`check_checkpoint` mirrors these checks on a checkpoint read by
+:func:`~pytest_opid.spark.checkpoint.read_checkpoint` and a new query's fingerprint;
+:func:`check_fingerprint` does the same from the fingerprint of the query that wrote the
+checkpoint. Both report every problem, Spark's first one first, and warn about restarts that
+succeed but do not do what the code says: settings the checkpoint pins (shuffle partitions),
+changes the Structured Streaming guide forbids that Spark does not check (another source in the
+same position), and state read by position under new names (a changed aggregate function or
+key of the same type). What only the checkpoint knows (which files the last batch read) is, from
+a fingerprint, a problem that says so.
+"""
+
+from __future__ import annotations
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.result import (
+    Fingerprint,
+    RestoreCheck,
+)
+from pytest_opid.spark.checkpoint.model import Checkpoint
+from pytest_opid.spark.restart.findings import (
+    Findings,
+    OldQuery,
+    OldSource,
+    StatefulOperator,
+    stateful_operator,
+)
+from pytest_opid.spark.restart.sources import check_sources
+from pytest_opid.spark.restart.state import check_state
+from pytest_opid.spark.source_entries import parse_source
+from pytest_opid.spark.vocabulary import (
+    ALWAYS_NULLABLE,
+    ENCODING,
+    ENCODING_FACT,
+    ENGINE,
+    SHUFFLE_PARTITIONS,
+    SOURCE_EVOLUTION,
+    TRANSFORM_WITH_STATE,
+)
+
+
+def check_checkpoint(checkpoint: Checkpoint, new: Fingerprint) -> RestoreCheck:
+    """Spark 4.3's verdict on restarting the query of ``new`` on ``checkpoint``."""
+    _require_streaming(new, "a checkpoint")
+    confs = checkpoint.confs
+    operators = []
+    for op in checkpoint.state_operators:
+        stores: dict[str, tuple[str | None, str | None]] = {}
+        for store in op.stores:
+            if store.schema_file is None:
+                continue  # no schema yet: Spark writes one at restart, without a check
+            for family in store.column_families:
+                name = f"{store.name}/{family.name}" if store.schema_version == 3 else store.name
+                stores[name] = (family.key_schema_json, family.value_schema_json)
+        operators.append(
+            StatefulOperator(
+                number=op.operator_id,
+                name=op.operator_name,
+                stores=stores,
+                properties=op.properties if op.operator_name in TRANSFORM_WITH_STATE else None,
+                partitions=op.num_partitions,
+                schemas_known=True,
+            )
+        )
+    named = checkpoint.offset_log_version == 2 or confs.get(SOURCE_EVOLUTION) == "true"
+    sources = tuple(
+        OldSource(s.source_id if named else str(s.position), None, s.offset, s.files)
+        for s in checkpoint.sources
+    )
+    last, committed = checkpoint.last_batch, checkpoint.last_committed_batch
+    restart = None if last is None else (last + 1 if committed == last else last)
+    shuffle = confs.get(SHUFFLE_PARTITIONS)
+    old = OldQuery(
+        origin="the checkpoint",
+        from_checkpoint=True,
+        batches=last is not None,
+        restart_batch=restart,
+        last_committed=committed,
+        operators=tuple(operators),
+        sources=sources,
+        named=named,
+        nullability_known=confs.get(ALWAYS_NULLABLE) == "true",
+        avro=confs.get(ENCODING) == "avro",
+    )
+    return _judge(Findings(old, new, int(shuffle) if shuffle and shuffle.isdigit() else None))
+
+
+def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
+    """Spark 4.3's verdict on restarting the query of ``new`` on the checkpoint the query of
+    ``old`` wrote (after at least one batch). What only the checkpoint records (the files its
+    last batch read, pinned settings) is reported as such."""
+    _require_streaming(new, "the previous query's checkpoint")
+    if old.mode == "batch":
+        raise DocumentError(
+            "the previous fingerprint is a batch (non-streaming) DataFrame's: a batch job writes "
+            "no checkpoint to restart on; fingerprint the streaming query that wrote it"
+        )
+    parsed = None if old.sources is None else tuple(parse_source(s) for s in old.sources)
+    named = bool(parsed) and any(s.name for s in parsed or ())
+    sources = (
+        None
+        if parsed is None
+        else tuple(
+            OldSource(s.name if named and s.name else str(i), s) for i, s in enumerate(parsed)
+        )
+    )
+    state_ops = old.state_operators or ()
+    return _judge(
+        Findings(
+            OldQuery(
+                origin="the previous query's checkpoint",
+                from_checkpoint=False,
+                batches=True,
+                restart_batch=1,
+                last_committed=None,
+                operators=tuple(stateful_operator(s, old) for s in state_ops),
+                sources=sources,
+                named=named,
+                nullability_known=True,
+                # transformWithState's encoding, which the checkpoint pins (recorded as a fact)
+                avro=any((ENCODING_FACT, "avro") in s.meaning for s in state_ops),
+            ),
+            new,
+            None,
+        )
+    )
+
+
+def _require_streaming(new: Fingerprint, what: str) -> None:
+    if new.mode == "batch" or new.state_operators is None:
+        raise DocumentError(
+            f"the new program is a batch (non-streaming) DataFrame: only a streaming query "
+            f"restarts on {what}; fingerprint the streaming DataFrame "
+            "(spark.readStream...) or its StreamingQuery"
+        )
+
+
+def _judge(found: Findings) -> RestoreCheck:
+    if not found.old.batches:
+        found.warn(
+            "state_operators",
+            f"{found.old.origin} has no batch yet: Spark starts the query as a new one "
+            "(nothing is checked or restored).",
+        )
+    else:
+        check_sources(found)
+        check_state(found)
+    return RestoreCheck(
+        ENGINE,
+        not found.problems,
+        tuple(found.problems),
+        tuple(found.warnings),
+        tuple(found.reinterpreted),
+    )

@@ -1,0 +1,345 @@
+"""A transformWithState processor's ``init`` is recorded in a Python process of its own
+(spark.isolation): whatever a hostile or broken ``init`` does, the test process survives, is
+not hung past the time limit, and its modules, working directory, environment, signal handlers
+and threads are as they were; an exit, a crash or a hang is one line. What ``init`` does to
+files happens (in the child), as it does when Spark's own worker runs ``init``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.types import LongType, StructField, StructType
+
+from pytest_opid.spark.transform_with_state import (
+    INIT_TIMEOUT,
+    StateCall,
+    init_timeout,
+    record_processor,
+)
+
+COUNT = StructType([StructField("c", LongType())])
+NAME = "tests.spark.query.test_processor_isolation"
+LATE = "its init() did not return within 1.5 s"
+
+
+class Hostile:
+    """A processor whose ``init`` does ``what`` (a name below) with ``arg``, then declares
+    ``cnt``."""
+
+    def __init__(self, what: str, arg: Any = None) -> None:
+        self.what = what
+        self.arg = arg
+
+    def init(self, handle: Any) -> None:
+        getattr(self, "_" + self.what)(self.arg)
+        handle.getValueState("cnt", COUNT)
+
+    def _nothing(self, arg: Any) -> None:
+        pass
+
+    def _os_exit(self, arg: Any) -> None:
+        os._exit(arg)
+
+    def _sys_exit(self, arg: Any) -> None:
+        sys.exit(arg)
+
+    def _loop(self, arg: Any) -> None:
+        while True:
+            pass
+
+    def _sleep(self, arg: Any) -> None:
+        time.sleep(3600)
+
+    def _signal(self, arg: Any) -> None:
+        os.kill(os.getpid(), arg)
+
+    def _rename(self, arg: Any) -> None:
+        os.rename(*arg)
+
+    def _remove(self, arg: Any) -> None:
+        os.remove(arg)
+
+    def _meddle(self, arg: Any) -> None:
+        """Everything a process can change about itself."""
+        os.chdir("/")
+        os.environ["OPID_MEDDLED"] = "1"
+        sys.modules["json"] = None  # type: ignore[assignment]
+        sys.path.insert(0, "/nowhere")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        threading.Thread(target=time.sleep, args=(3600,), name="opid-meddler").start()
+
+    def _fork_and_exit(self, arg: Any) -> None:
+        """A forked process outlives init and holds the child's channel open; init then
+        exits: the recording ends at once, and the forked process is killed with the child."""
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3600)
+            os._exit(0)
+        os.mkdir(os.path.join(arg, str(pid)))  # the guard refuses open(), not mkdir()
+        os._exit(7)
+
+    def _fork(self, arg: Any) -> None:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3600)
+            os._exit(0)
+        os.mkdir(os.path.join(arg, str(pid)))
+
+    def _forge(self, arg: Any) -> None:
+        """Write a pickle to the channel back to pytest-opid, as a done answer: unpickled in
+        the test process, it would make the directory ``arg`` there."""
+        import pickle
+        import struct
+
+        from pytest_opid.spark import isolation
+
+        class Evil:
+            def __reduce__(self) -> Any:
+                return (os.mkdir, (arg,))
+
+        body = pickle.dumps(Evil())
+        channel = isolation._channel
+        assert channel is not None
+        channel.write(struct.pack(">cQ", b"D", len(body)) + body)
+        channel.flush()
+
+    def _print(self, arg: Any) -> None:
+        print("hello from init")
+        sys.stdout.flush()
+        os.write(1, b"raw on fd 1\n")
+
+
+def _state() -> dict[str, Any]:
+    return {
+        "modules": set(sys.modules),
+        "json": sys.modules.get("json"),
+        "path": list(sys.path),
+        "cwd": os.getcwd(),
+        "env": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
+        "signals": {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
+        "threads": {t.name for t in threading.enumerate()},
+    }
+
+
+@pytest.fixture
+def untouched() -> Iterator[None]:
+    """The test process's own state is the same after the recording."""
+    before = _state()
+    yield
+    after = _state()
+    assert after == before
+
+
+def _declared(record: Any) -> None:
+    assert record.reason is None, record.reason
+    assert record.calls == (StateCall("getValueState", "cnt", COUNT.json(), True),)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (killed, not yet reaped by its parent) counts as gone
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_well_behaved_init_is_recorded_as_before(untouched: None) -> None:
+    record = record_processor(Hostile("nothing"))
+    assert record.processor_class == f"{NAME}.Hostile"
+    _declared(record)
+
+
+@pytest.mark.parametrize(
+    ("what", "arg", "line"),
+    [
+        ("os_exit", 3, "its init() exited with code 3"),
+        ("sys_exit", 4, "its init() exited with code 4"),
+        ("sys_exit", None, "its init() exited with code 0"),
+        ("sys_exit", "bye", "its init() exited with code 1"),
+        ("signal", signal.SIGSEGV, "its init() was killed by signal SIGSEGV"),
+    ],
+)
+def test_an_init_that_exits_is_one_line(what: str, arg: Any, line: str, untouched: None) -> None:
+    record = record_processor(Hostile(what, arg))
+    assert record.calls is None
+    assert record.reason == f"could not inspect {NAME}.Hostile: {line}"
+
+
+@pytest.mark.parametrize("what", ["loop", "sleep"])
+def test_an_init_that_does_not_return_is_one_line_after_the_limit(
+    what: str, untouched: None
+) -> None:
+    start = time.monotonic()
+    record = record_processor(Hostile(what), timeout=1.5)
+    took = time.monotonic() - start
+    assert record.calls is None
+    assert (
+        record.reason == f"could not inspect {NAME}.Hostile: its init() did not return within 1.5 s"
+    )
+    assert 1.5 <= took < 10, took
+
+
+def test_an_init_that_changes_its_process_leaves_the_test_process_as_it_was(
+    untouched: None,
+) -> None:
+    _declared(record_processor(Hostile("meddle")))
+
+
+def test_an_init_that_renames_or_removes_files_does_so_in_the_child(
+    tmp_path: Path, untouched: None
+) -> None:
+    """Spark's worker runs init at query start and its side effects happen there too: the
+    child is a barrier for the test process, not a sandbox for the machine (the audit hook
+    notices opened files, not renames and removals)."""
+    (tmp_path / "a").write_text("x")
+    _declared(record_processor(Hostile("rename", (str(tmp_path / "a"), str(tmp_path / "b")))))
+    assert (tmp_path / "b").read_text() == "x"
+    sentinel = tmp_path / "sentinel"
+    sentinel.write_text("x")
+    _declared(record_processor(Hostile("remove", str(sentinel))))
+    assert not sentinel.exists()
+
+
+def test_a_process_forked_by_init_is_killed_with_the_child(tmp_path: Path, untouched: None) -> None:
+    _declared(record_processor(Hostile("fork", str(tmp_path))))
+    (forked,) = (int(p.name) for p in tmp_path.iterdir())
+    deadline = time.monotonic() + 5
+    while _alive(forked) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(forked)
+
+
+def test_an_init_that_forks_then_exits_ends_the_recording_at_once(
+    tmp_path: Path, untouched: None
+) -> None:
+    start = time.monotonic()
+    record = record_processor(Hostile("fork_and_exit", str(tmp_path)), timeout=20)
+    assert time.monotonic() - start < 10
+    assert record.reason == f"could not inspect {NAME}.Hostile: its init() exited with code 7"
+    (forked,) = (int(p.name) for p in tmp_path.iterdir())
+    deadline = time.monotonic() + 5
+    while _alive(forked) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(forked)
+
+
+def test_an_init_that_forges_the_answer_runs_no_code_in_the_test_process(
+    tmp_path: Path, untouched: None
+) -> None:
+    target = tmp_path / "made by a forged answer"
+    record = record_processor(Hostile("forge", str(target)))
+    assert (
+        record.reason
+        == f"could not inspect {NAME}.Hostile: its init() sent back something unreadable"
+    )
+    assert not target.exists()
+
+
+def test_what_init_prints_reaches_the_tests_stderr_not_the_recording(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    _declared(record_processor(Hostile("print")))
+    err = capfd.readouterr().err
+    assert "hello from init" in err
+    assert "raw on fd 1" in err
+
+
+def test_a_processor_from_a_module_a_fresh_python_cannot_import_is_recorded(
+    untouched: None,
+) -> None:
+    """A class of a module not on ``sys.path`` (pytest's ``importlib`` import mode) is
+    shipped by value, as ``cloudpickle.register_pickle_by_value`` does."""
+    module = types.ModuleType("opid_not_on_path")
+    exec(
+        "class OffPath:\n"
+        "    def init(self, handle):\n"
+        "        handle.getValueState('cnt', 'c LONG')\n",
+        module.__dict__,
+    )
+    sys.modules["opid_not_on_path"] = module
+    try:
+        record = record_processor(module.OffPath())
+    finally:
+        del sys.modules["opid_not_on_path"]
+    assert record.processor_class == "opid_not_on_path.OffPath"
+    assert record.calls == (StateCall("getValueState", "cnt", "c LONG", False),)
+
+
+def _explode() -> None:
+    raise RuntimeError("this processor cannot be loaded here")
+
+
+class Unloadable:
+    def init(self, handle: Any) -> None:
+        handle.getValueState("cnt", COUNT)
+
+    def __reduce__(self) -> Any:
+        return (_explode, ())
+
+
+def test_a_processor_that_cannot_be_loaded_in_the_child_is_one_line(untouched: None) -> None:
+    record = record_processor(Unloadable())
+    assert record.reason == (
+        f"could not inspect {NAME}.Unloadable: loading it in a separate Python process raised "
+        "RuntimeError: this processor cannot be loaded here"
+    )
+
+
+def test_the_time_limit_is_30_s_unless_the_variable_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_OPID_INIT_TIMEOUT", raising=False)
+    assert init_timeout() == INIT_TIMEOUT == 30
+    monkeypatch.setenv("PYTEST_OPID_INIT_TIMEOUT", "2.5")
+    assert init_timeout() == 2.5
+    monkeypatch.setenv("PYTEST_OPID_INIT_TIMEOUT", "1.5")
+    record = record_processor(Hostile("sleep"))
+    assert (
+        record.reason == f"could not inspect {NAME}.Hostile: its init() did not return within 1.5 s"
+    )
+    for bad in ("soon", "-1", "nan", "inf", "0"):
+        monkeypatch.setenv("PYTEST_OPID_INIT_TIMEOUT", bad)
+        record = record_processor(Hostile("nothing"))
+        assert record.reason == (
+            f"could not inspect {NAME}.Hostile: PYTEST_OPID_INIT_TIMEOUT={bad!r} "
+            "is not a number of seconds (0 < s < 86400)"
+        )
+
+
+def test_off_posix_the_recording_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sessions, killpg() and select() on pipes are POSIX's: elsewhere the recording says so
+    (and the JVM reader falls back to Spark's own pre-init worker)."""
+    monkeypatch.setattr(os, "name", "nt")
+    record = record_processor(Hostile("nothing"))
+    monkeypatch.undo()
+    assert record.reason == (
+        f"could not inspect {NAME}.Hostile: a separate Python process for it needs a POSIX system"
+    )
+
+
+def test_a_python_that_cannot_start_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_opid.spark import isolation
+
+    isolation.drop_spare()
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    record = record_processor(Hostile("nothing"))
+    monkeypatch.undo()
+    assert record.reason is not None
+    assert record.reason.startswith(
+        f"could not inspect {NAME}.Hostile: could not start a Python process for it ("
+    ), record.reason

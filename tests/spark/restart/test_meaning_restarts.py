@@ -1,0 +1,266 @@
+"""Issue 18's engine evidence: real Spark 4.3 restarts that Spark accepts but that change results.
+
+``tests/data/meaning-restart`` (built by its ``make.py``, by hand) holds, per change, what Spark
+did when query B restarted on query A's checkpoint in a fresh JVM, and the table a user ends up
+with, compared with B run from scratch on the same three input batches. A change is *safe* when
+Spark restarts and the tables are equal, or differ only as the change intends (a new filter
+applies from the restart on). ``check_restore`` must say exactly that: ``restorable`` is Spark's
+verdict, ``safe`` is the data's, from A's fingerprint and from A's checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# applyInPandasWithState's Python workers import pandas: run them with this interpreter.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_opid
+from pytest_opid.result import RestoreCheck
+from tests.spark.restart_cases import build, extract
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "meaning-restart"
+RECORDS = {
+    rec["case"]["id"]: rec
+    for rec in map(json.loads, (DATA / "cases.jsonl").read_text(encoding="utf-8").splitlines())
+}
+
+
+def _make() -> Any:
+    """The generator's own module: the live test runs queries and builds tables as it did."""
+    spec = importlib.util.spec_from_file_location("meaning_restart_make", DATA / "make.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def expected_safe(rec: dict[str, Any]) -> bool:
+    """Spark restarts, and the results are B's own (or differ only as the change intends)."""
+    return rec["spark"]["restarted"] and (not rec["results_differ"] or rec["by_design"])
+
+
+#: What a checkpoint does not hold: the expressions behind a state's fields (an aggregate's
+#: input, a window's or session's durations; a stream-stream join's key fields are named
+#: field0, field1... whatever the join keys are). From the checkpoint alone these stay "safe"
+#: with a warning that says what was not checked (A's fingerprint sees them).
+CHECKPOINT_CANNOT_SEE = {
+    "aggregate_input_same_type",  # sum(v) -> sum(k): the buffer is "sum" either way
+    "window_duration_5_to_10_minutes",
+    "tumbling_to_sliding_window",
+    "session_window_gap_change",
+    "join_keys_change",
+    "grouping_key_udf_swapped",  # the key field is g either way; which UDF is in no file
+    "grouping_key_struct_field",  # g either way
+}
+
+
+def _explain(check: RestoreCheck) -> str:
+    return json.dumps(check.to_dict(), indent=1)[:4000]
+
+
+# -- the data -------------------------------------------------------------------------------
+
+
+#: Spark restarts B, and B's results are not B's: the state is read as something else.
+CHANGES_RESULTS = {
+    "grouping_key_same_type",  # groupBy cat -> user
+    "grouping_key_order_swapped",  # groupBy(cat, user) -> groupBy(user, cat)
+    "grouping_key_expression_same_type",  # k -> (k % 2) AS k
+    "grouping_key_udf_swapped",  # bucket3(k) AS g -> bucket2(k) AS g (Python UDFs)
+    "grouping_key_struct_field",  # s.user AS g -> s.cat AS g (a struct's fields)
+    "aggregate_function_same_type",  # max(v) -> sum(v)
+    "aggregate_input_same_type",  # sum(v) -> sum(cast(k as long))
+    "aggregate_order_swapped",  # sum(v), max(v) -> max(v), sum(v)
+    "window_duration_5_to_10_minutes",
+    "tumbling_to_sliding_window",
+    "session_window_gap_change",  # 3 -> 8 minutes
+    "dedup_column_id_to_v",
+    "join_keys_change",  # imp_id = click_id -> imp_v = click_v
+    "join_sides_swapped",  # impressions.join(clicks) -> clicks.join(impressions)
+    "pandas_state_fields_reordered",  # "n long, total long" -> "total long, n long"
+    "aggregate_type_change_schema_check_off",  # sum(v) -> sum(amount), stateSchemaCheck=false
+}
+#: Spark refuses B (the type-checked controls, and an added aggregate column even with
+#: stateSchemaCheck=false: the state rows' format validation fails the first batch).
+REFUSED = {
+    "aggregate_order_swapped_types_differ": "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "aggregate_type_change_schema_check_on": "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "added_aggregate_schema_check_on": "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "added_aggregate_schema_check_off": (
+        "CANNOT_LOAD_STATE_STORE.VALUE_ROW_FORMAT_VALIDATION_FAILURE"
+    ),
+}
+#: Spark restarts B and the results differ only as the change intends.
+BY_DESIGN = {"add_filter_upstream", "join_inner_to_left_outer"}
+
+
+def test_the_data_set() -> None:
+    """Every case of issue 18, item 2 and the safe controls, small enough to keep."""
+    assert len(RECORDS) == 28
+    assert sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file()) < 2_000_000
+    restarted = {c for c, rec in RECORDS.items() if rec["spark"]["restarted"]}
+    assert {c: RECORDS[c]["spark"]["outcome"] for c in set(RECORDS) - restarted} == REFUSED
+    assert {c for c in restarted if not expected_safe(RECORDS[c])} == CHANGES_RESULTS
+    assert {c for c, rec in RECORDS.items() if rec["by_design"]} == BY_DESIGN
+
+
+@pytest.mark.parametrize("case_id", sorted(CHANGES_RESULTS))
+def test_reading_the_state_as_something_else_changes_b_itself(case_id: str) -> None:
+    """Not only the rows A wrote before the restart: what B emits for batch 3 on A's state is
+    not what B emits for it on its own state."""
+    rec = RECORDS[case_id]
+    assert rec["b_restart"] != rec["b_scratch"]
+    assert rec["b_output_differs"]
+
+
+def test_safe_changes_leave_b_itself_alone() -> None:
+    """A safe change's B emits the same for batch 3 on A's state as on its own, except where
+    the change intends otherwise, and where a shorter watermark delay emitted a window a run
+    earlier from scratch (the tables are the same)."""
+    same = {
+        c
+        for c, rec in RECORDS.items()
+        if rec["spark"]["restarted"] and c not in CHANGES_RESULTS and not rec["b_output_differs"]
+    }
+    assert set(RECORDS) - same - CHANGES_RESULTS - set(REFUSED) == {
+        "add_filter_upstream",
+        "watermark_delay_10_to_5_minutes",
+    }
+    assert not RECORDS["watermark_delay_10_to_5_minutes"]["results_differ"]
+
+
+@pytest.mark.parametrize("case_id", sorted(RECORDS))
+def test_spark_did_what_the_data_says(case_id: str) -> None:
+    rec = RECORDS[case_id]
+    spark = rec["spark"]
+    if spark["restarted"]:
+        assert spark["outcome"] == "restarted" and spark["error_class"] is None
+        # B really ran a batch on A's state: batch 3's rows, after A's committed batches
+        first = spark["batches"][0]
+        assert first["numInputRows"] > 0
+        assert first["batchId"] == max(b["batchId"] for b in rec["a_batches"]) + 1
+        assert rec["table_restart"] is not None
+        assert rec["results_differ"] is (rec["table_restart"] != rec["table_scratch"])
+        assert rec["b_output_differs"] is (rec["b_restart"] != rec["b_scratch"])
+    else:
+        assert spark["outcome"] == spark["error_class"]
+        assert f"[{spark['error_class']}]" in spark["message"]
+        assert rec["table_restart"] is None and not rec["results_differ"]
+    assert rec["table_scratch"], "B from scratch emitted nothing"
+    assert rec["by_design"] is bool(rec["results_differ"] and rec["by_design_reason"])
+
+
+# -- the verdicts ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def judged(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], tuple[RestoreCheck, RestoreCheck]]:
+    """A case judged from A's fingerprint and from A's checkpoint (its kept metadata), once."""
+    root = tmp_path_factory.mktemp("meaning-restart")
+    done: dict[str, tuple[RestoreCheck, RestoreCheck]] = {}
+
+    def get(case_id: str) -> tuple[RestoreCheck, RestoreCheck]:
+        if case_id not in done:
+            rec = RECORDS[case_id]
+            tarballs = {"checkpoint": DATA / rec["checkpoint"], "inputs": DATA / rec["inputs"]}
+            folder = extract({**rec, **tarballs}, root)
+            a = pytest_opid.fingerprint(build(spark, rec, "before", folder))
+            b = pytest_opid.fingerprint(build(spark, rec, "after", folder))
+            done[case_id] = (
+                pytest_opid.check_restore(a, b),
+                pytest_opid.check_restore(folder / "checkpoint", b),
+            )
+        return done[case_id]
+
+    return get
+
+
+@pytest.mark.parametrize("case_id", sorted(RECORDS))
+def test_verdict_from_the_fingerprint(judged: Any, case_id: str) -> None:
+    rec = RECORDS[case_id]
+    check, _ = judged(case_id)
+    assert check.restorable is rec["spark"]["restarted"], _explain(check)
+    assert check.safe is expected_safe(rec), _explain(check)
+    assert bool(check.reinterpreted) is (rec["spark"]["restarted"] and not check.safe)
+
+
+@pytest.mark.parametrize("case_id", sorted(RECORDS))
+def test_verdict_from_the_checkpoint(judged: Any, case_id: str) -> None:
+    rec = RECORDS[case_id]
+    _, check = judged(case_id)
+    assert check.restorable is rec["spark"]["restarted"], _explain(check)
+    if case_id in CHECKPOINT_CANNOT_SEE and not expected_safe(rec):
+        assert check.safe, _explain(check)
+        assert any("not checked" in w.message for w in check.warnings), _explain(check)
+        return
+    assert check.safe is expected_safe(rec), _explain(check)
+
+
+# -- one restart, live --------------------------------------------------------------------------
+
+
+def test_swapped_grouping_keys_change_results_live(spark: Any, tmp_path: Path) -> None:
+    """groupBy("cat", "user") -> groupBy("user", "cat"): Spark restarts B on A's state, and
+    B's sums differ from B's own from scratch; exactly as the data recorded."""
+    make = _make()
+    rec = RECORDS["grouping_key_order_swapped"]
+    mode = rec["output_mode_after"]
+    sessions = {}
+    for which in ("before", "after"):
+        sessions[which] = spark.newSession()
+        for key, value in rec[f"session_conf_{which}"].items():
+            sessions[which].conf.set(key, value)
+    restarted, scratch = tmp_path / "restarted", tmp_path / "scratch"
+    outcomes = []
+    for number in (1, 2, 3):
+        for folder in (restarted, scratch):
+            make.write_batch(folder, number)
+        if number < 3:
+            outcomes.append(
+                make._run(
+                    sessions["before"],
+                    rec["before_code"],
+                    restarted,
+                    restarted / "checkpoint",
+                    rec["output_mode_before"],
+                    tmp_path / "a.jsonl",
+                )
+            )
+        else:  # the restart: B on A's checkpoint
+            outcomes.append(
+                make._run(
+                    sessions["after"],
+                    rec["after_code"],
+                    restarted,
+                    restarted / "checkpoint",
+                    mode,
+                    tmp_path / "b.jsonl",
+                )
+            )
+        outcomes.append(
+            make._run(
+                sessions["after"],
+                rec["after_code"],
+                scratch,
+                scratch / "checkpoint",
+                mode,
+                tmp_path / f"scratch{number}.jsonl",
+            )
+        )
+    assert all(o["restarted"] for o in outcomes), outcomes
+    b_restart = make._sorted([r for b in make._emissions(tmp_path / "b.jsonl") for r in b])
+    b_scratch = make._sorted([r for b in make._emissions(tmp_path / "scratch3.jsonl") for r in b])
+    assert b_restart != b_scratch
+    assert (b_restart, b_scratch) == (rec["b_restart"], rec["b_scratch"])
