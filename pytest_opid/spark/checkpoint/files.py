@@ -99,10 +99,17 @@ class CheckpointReader:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
             self.fail(rel, f"cannot read the file ({exc.strerror or type(exc).__name__})")
+        # What it is, before a file object wraps it: fdopen() of a directory raises
+        # IsADirectoryError naming the descriptor number, and leaves the descriptor open.
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError as exc:
+            os.close(fd)
+            self.fail(rel, f"cannot read the file ({exc.strerror or type(exc).__name__})")
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            self.fail(rel, f"cannot read it: {not_regular(mode)}")
         with os.fdopen(fd, "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                self.fail(rel, f"cannot read it: {not_regular(mode)}")
             os.set_blocking(fd, True)
             try:
                 data = fh.read(_MAX_FILE_BYTES + 1)

@@ -96,6 +96,20 @@ def test_a_fifo_batch_file_is_refused_not_called_missing(tmp_path: Path) -> None
     assert "has no offset log entry" not in message
 
 
+def test_a_directory_where_a_file_source_log_entry_should_be_is_named(tmp_path: Path) -> None:
+    """Issue 31, finding 7: "error: [Errno 21] Is a directory: 3" named a descriptor, not the
+    path, and left the descriptor open."""
+    src = file_source(tmp_path / "cp", 3)
+    for b in (0, 1, 2):
+        (src / str(b)).write_text(f"v1\n{entry(b)}\n")
+    (src / "3").mkdir()
+    open_before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    message = failure(tmp_path / "cp")
+    assert message == f"{src / '3'}: cannot read it: it is a directory, not a file", message
+    if open_before is not None:
+        assert len(os.listdir("/proc/self/fd")) == open_before
+
+
 def utf(text: str) -> bytes:
     """DataOutputStream.writeUTF for ASCII text."""
     return struct.pack(">H", len(text)) + text.encode()
