@@ -29,9 +29,12 @@ sys.path.insert(0, str(HERE.parent))
 
 from pyspark import cloudpickle  # noqa: E402
 from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
-from pytest_opid.spark.tws import record_pickled, record_processor  # noqa: E402
 
 from pytest_opid.spark import isolation  # noqa: E402
+from pytest_opid.spark.transform_with_state import (  # noqa: E402
+    record_pickled,
+    record_processor,
+)
 
 COUNT = StructType([StructField("c", LongType())])
 RUNS = 15

@@ -42,7 +42,8 @@ from pytest_opid.spark.vocabulary import (
 
 class StateReading(NamedTuple):
     """One stateful operator as Spark files its state: its ``shortName`` and its stores; for a
-    Python transformWithState, what its processor's ``init`` declared (:mod:`.tws`)."""
+    Python transformWithState, what its processor's ``init`` declared
+    (:mod:`pytest_opid.spark.transform_with_state`)."""
 
     operator_name: str
     stores: tuple[StateStore, ...]
@@ -400,8 +401,9 @@ class Jvm(Gateway):
     def _declare(self, node: Any) -> ProcessorRecord:
         """Declare a Python transformWithState's state variables on the operator's driver-side
         handle, as Spark's pre-init runner does before it validates the state schema: the
-        processor's ``init`` runs here with a recording handle (:func:`.tws.record_processor`)
-        and its calls are replayed on the JVM handle (:meth:`_replay`). When ``init`` cannot be
+        processor's ``init`` runs with a recording handle, in a Python process of its own
+        (:func:`pytest_opid.spark.transform_with_state.record_processor`), and its calls are
+        replayed on the JVM handle (:meth:`_replay`). When ``init`` cannot be
         recorded, Spark's own pre-init worker (a Python process) runs it instead; when that
         fails too, :class:`_NotInspected` carries why."""
         try:
