@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pytest_opid.comparison import Comparison, compare
     from pytest_opid.engine_rules import Check
     from pytest_opid.errors import DocumentError, HashCollisionError, OpidError, TopologyError
-    from pytest_opid.flink.compute import compute
+    from pytest_opid.flink import compute
     from pytest_opid.io.registry import fingerprint
     from pytest_opid.model import (
         ChainingStrategy,
@@ -48,7 +48,7 @@ _EXPORTS = {
     "HashCollisionError": "pytest_opid.errors",
     "OpidError": "pytest_opid.errors",
     "TopologyError": "pytest_opid.errors",
-    "compute": "pytest_opid.flink.compute",
+    "compute": "pytest_opid.flink",
     "check_restore": "pytest_opid.restore",
     "RestoreCheck": "pytest_opid.result",
     "RestoreProblem": "pytest_opid.result",

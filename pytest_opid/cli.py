@@ -28,9 +28,13 @@ from pytest_opid import __version__
 from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
 from pytest_opid.errors import DocumentError, OpidError
-from pytest_opid.flink.restore import pin_lines
-from pytest_opid.flink.savepoint import Savepoint, read_savepoint
-from pytest_opid.flink.savepoint import render_text as render_savepoint
+from pytest_opid.flink import (
+    Savepoint,
+    fingerprint_jar,
+    pin_lines,
+    read_savepoint,
+    render_savepoint,
+)
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.registry import data_formats, load_input, restore_source
 from pytest_opid.render.explain import render
@@ -484,14 +488,13 @@ def _spark_fingerprint(args: argparse.Namespace) -> Fingerprint:
 
 
 def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str]) -> Fingerprint:
-    try:  # the flink extra: PyFlink and its JVM, imported only for a jar
-        from pytest_opid.flink.jar import fingerprint_jar
+    try:  # the flink extra: PyFlink and its JVM, imported only when a jar is read
+        return fingerprint_jar(path, main_class=main_class, args=tuple(program_args))
     except ImportError as exc:
         raise DocumentError(
             f"{path}: fingerprinting a jar needs PyFlink: pip install -e '.[flink]' in the "
             f"clone ({exc})"
         ) from None
-    return fingerprint_jar(path, main_class=main_class, args=tuple(program_args))
 
 
 def pin_command(args: argparse.Namespace) -> tuple[int, str]:

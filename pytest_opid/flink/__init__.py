@@ -10,7 +10,9 @@ Modules: :mod:`.hasher` (``StreamGraphHasherV2``), :mod:`.chaining` (``isChainab
 JobGraph's vertices), :mod:`.compute` (both together), :mod:`.document` (topology document
 v1), :mod:`.builder` (a DataStream-like builder), :mod:`.plan` (execution plan import),
 :mod:`.rules` (savepoint restore by ID, in Flink's words), :mod:`.savepoint` (``_metadata``
-reader), :mod:`.restore` (Flink's restore verdict from a savepoint or an old fingerprint).
+reader), :mod:`.restore` (Flink's restore verdict from a savepoint or an old fingerprint),
+:mod:`.pyflink` and :mod:`.jar` (real jobs through PyFlink's JVM; PyFlink itself is imported only
+when one is read).
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_opid.flink.chaining import ChainingRule, flink_chaining
+from pytest_opid.flink.chaining import Chain, ChainingRule, flink_chaining
 from pytest_opid.flink.compute import compute
 from pytest_opid.flink.document import decode_document, read_document
+from pytest_opid.flink.hasher import operator_ids, state_id_changes
+from pytest_opid.flink.jar import fingerprint_jar
 from pytest_opid.flink.plan import topology_from_plan
-from pytest_opid.flink.restore import check_savepoint
+from pytest_opid.flink.pyflink import FlinkJvm
+from pytest_opid.flink.restore import check_savepoint, pin_lines
 from pytest_opid.flink.rules import FlinkRules
-from pytest_opid.flink.savepoint import METADATA_FILE, read_savepoint
+from pytest_opid.flink.savepoint import METADATA_FILE, Savepoint, read_savepoint
+from pytest_opid.flink.savepoint import render_text as render_savepoint
 from pytest_opid.io.registry import (
     DataFormat,
     Frontend,
@@ -39,7 +45,23 @@ from pytest_opid.io.registry import (
 from pytest_opid.model import Topology
 from pytest_opid.result import Fingerprint, RestoreCheck
 
-__all__ = ["compute", "register"]
+#: The face: what the CLI, the plugin, the strategies and spark/ (Flink's structural hasher for its
+#: operator IDs) use; nothing outside flink/ imports past it (tests/architecture says so).
+__all__ = [
+    "Chain",
+    "ChainingRule",
+    "FlinkJvm",
+    "Savepoint",
+    "compute",
+    "fingerprint_jar",
+    "flink_chaining",
+    "operator_ids",
+    "pin_lines",
+    "read_savepoint",
+    "register",
+    "render_savepoint",
+    "state_id_changes",
+]
 
 
 def _is_topology(obj: Any) -> bool:

@@ -38,7 +38,7 @@ def _require_pyflink() -> None:
 def flink_jvm() -> Any:
     """PyFlink's JVM with pytest-opid's reader loaded (one per test process)."""
     _require_pyflink()
-    from pytest_opid.flink.pyflink import FlinkJvm
+    from pytest_opid.flink import FlinkJvm
 
     return FlinkJvm.get()
 

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from pytest_opid.flink.chaining import flink_chaining
-from pytest_opid.flink.hasher import state_id_changes
+from pytest_opid.flink import flink_chaining, state_id_changes
 from pytest_opid.model import (
     ChainingStrategy,
     Edge,

@@ -236,3 +236,18 @@ def test_pin_escapes_the_names_and_uids_it_prints(tmp_path, capsys):
     assert not any(c in out for c in "\x1b\x07\u202e"), out
     assert '"Source\\u001b[31m" (uid "src\\u0007")' in out
     assert '"Count\\u202e"' in out
+
+
+def test_a_jar_without_pyflink_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    import zipfile
+
+    jar = tmp_path / "job.jar"
+    with zipfile.ZipFile(jar, "w") as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nMain-Class: a.Job\n")
+    # PyFlink not installed (the flink extra is apart from the spark one): importing it fails.
+    monkeypatch.setitem(sys.modules, "pyflink", None)
+    monkeypatch.setitem(sys.modules, "pyflink.java_gateway", None)
+    code, out, err = run(capsys, "fingerprint", str(jar))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {jar}: fingerprinting a jar needs PyFlink: pip install")
+    assert err.count("\n") == 1
