@@ -153,9 +153,12 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
             raise SnapshotPathError(
                 snapshot_location, f"cannot be read ({exc.strerror or exc}); fix its permissions"
             ) from None
+        # Checked before a file object wraps it: fdopen() of a directory (one that appeared
+        # since _existing looked) raises naming the descriptor number and leaks it.
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise SnapshotPathError(snapshot_location, "is not a regular file")
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise SnapshotPathError(snapshot_location, "is not a regular file")
             limit = input_limit()
             data = f.read(limit + 1)  # a snapshot is read to the limit of any input
         if len(data) > limit:

@@ -276,3 +276,24 @@ def test_a_snapshot_larger_than_the_input_limit_is_unreadable_not_read_whole(
     result.assert_outcomes(failed=1)
     assert "more than the 100-byte limit of an input (OPID_MAX_INPUT_BYTES)" in result.stdout.str()
     assert snapshots(pytester) == suite
+
+
+def test_a_directory_that_appears_after_the_look_is_refused_without_a_leak(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory in the snapshot's place after the extension looked (simulated: the look
+    sees none): refused naming the path, its descriptor closed (fdopen of a directory raised
+    'Is a directory: <fd>' and left it open)."""
+    import pytest_opid.plugin.extension as extension
+
+    folder = tmp_path / "test_x.opid"
+    folder.mkdir()
+    monkeypatch.setattr(extension, "_existing", lambda path: os.stat(path))
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    with pytest.raises(SnapshotPathError) as caught:
+        TopologySnapshotExtension().read_snapshot_data_from_location(
+            snapshot_location=str(folder), snapshot_name="x", session_id="s"
+        )
+    assert str(caught.value).startswith(f"{folder}: is not a regular file")
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) == before
