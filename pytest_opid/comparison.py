@@ -136,11 +136,13 @@ class Comparison:
         return self.rules.breaks(self, Check.parse(check))
 
     @cached_property
-    def derived(self) -> dict[str, Any]:
-        """Where the engine's rules keep what they derive from this comparison (their own
-        pairing of stages, say), so that the verdict, the explanation and the JSON form, which
-        each ask, compute it once."""
-        return {}
+    def derived(self) -> object:
+        """What the engine's rules derive from this comparison (their own pairing of stages,
+        say: :meth:`EngineRules.derive <pytest_opid.engine_rules.EngineRules.derive>`), computed
+        once, on first use: the verdict, the explanation and the JSON form each ask. ``None``
+        for an engine registered before the hook."""
+        derive = getattr(self.rules, "derive", None)
+        return derive(self) if derive is not None else None
 
     @cached_property
     def engine_changes(self) -> dict[str, Any]:

@@ -89,6 +89,11 @@ class EngineRules(Protocol[_ComparisonT]):
         ``{"kind": "added" | "removed" | "changed", "old": {"id", "name"} | None,
         "new": {"id", "name"} | None, ...}``) marks the picture's chains instead."""
 
+    def derive(self, comparison: _ComparisonT) -> object:
+        """What the rules derive from ``comparison`` once (their own pairing of stages, say),
+        kept by it as :attr:`~pytest_opid.comparison.Comparison.derived` so that the verdict,
+        the explanation and the JSON form, which each ask, share it; ``None``: nothing."""
+
     def check_restore(
         self,
         old: Fingerprint,

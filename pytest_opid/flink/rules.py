@@ -92,6 +92,10 @@ class FlinkRules:
             "pytest --snapshot-update"
         )
 
+    def derive(self, c: Comparison) -> None:
+        """Nothing: operators and chains paired by operator IDs say it all."""
+        return None
+
     def changes(self, c: Comparison) -> dict[str, object]:
         """Nothing beyond operators: Flink's chains pair by operator IDs, as ``chain_changes``
         of :meth:`Comparison.to_dict` says them."""

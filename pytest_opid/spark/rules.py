@@ -15,8 +15,10 @@ import json
 import re
 import textwrap
 from dataclasses import replace
+from typing import NamedTuple
 
-from pytest_opid.comparison import Check, Comparison
+from pytest_opid.comparison import Comparison
+from pytest_opid.engine_rules import Check
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
 from pytest_opid.spark.restart.verdict import check_fingerprint
@@ -144,14 +146,14 @@ class SparkRules:
                 out += [f"    {line}" for line in lines[1:fix]]
         before, after = len(c.old.job_vertices), len(c.new.job_vertices)
         if c.mode == "batch":
-            diff = _diffs(c)[0]
+            diff = _diffs(c).stages
             if diff:
                 out += ["", f"Stages: {before} before, {after} now."]
                 out += [f"  join strategy: {o} is now {n}" for o, n in diff.strategies]
                 out += [f"  {change.describe()}" for change in diff.changes[:ROWS]]
                 if len(diff.changes) > ROWS:
                     out.append(f"  ... and {len(diff.changes) - ROWS} more")
-            plan = _diffs(c)[1]
+            plan = _diffs(c).plan
             if plan.changes:
                 out += ["", "Plan (the [plan] lines that differ; row-wise ones last):"]
                 ordered = [*plan.structural, *plan.row_wise]
@@ -194,6 +196,11 @@ class SparkRules:
             "its position stable until you run pytest --snapshot-update"
         )
 
+    def derive(self, c: Comparison) -> BatchDiff:
+        """The stages and plan compared, as a batch job's verdict, explanation and JSON form
+        read them (computed when first asked for: a streaming query's verdict never asks)."""
+        return BatchDiff(stage_diff(c.old, c.new), plan_diff(c.old, c.new))
+
     def changes(self, c: Comparison) -> dict[str, object]:
         """A batch job's own account for ``opid diff --json``: its stages compared by what they
         are (``stage_changes``, ``join_strategies``), the ``[plan]`` lines that differ
@@ -202,7 +209,7 @@ class SparkRules:
         query: nothing beyond the engine-neutral form."""
         if c.mode != "batch":
             return {}
-        stages = _diffs(c)[0]
+        stages = _diffs(c).stages
         old, new = dict(c.old.settings), dict(c.new.settings)
         return {
             "chain_changes": [],
@@ -225,7 +232,7 @@ class SparkRules:
                     "new": p.new,
                     "structural": p.structural,
                 }
-                for p in _diffs(c)[1].changes
+                for p in _diffs(c).plan.changes
             ],
             # A snapshot from before settings were recorded has none: nothing known changed.
             "settings_changes": [
@@ -264,10 +271,10 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
         )
     state_problems = len(problems)
     if c.mode == "batch":
-        problems += _diffs(c)[0].problems()
+        problems += _diffs(c).stages.problems()
         staged = len(problems)
         # The same stages: say which plan lines changed; else which tables came or went.
-        problems += _diffs(c)[1].problems(tables_only=staged > state_problems)
+        problems += _diffs(c).plan.problems(tables_only=staged > state_problems)
     elif c.chain_changes:
         problems.append(f"{plural(len(c.chain_changes), 'stage')} split or merged")
     elif _stages_changed(c):
@@ -290,12 +297,12 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     moved = len(c.changed) + len(c.added)
     if c.mode == "batch":
         notes = _settings_changes(c)
-        inside = len(_diffs(c)[0].inside)
+        inside = len(_diffs(c).stages.inside)
         if inside:
             notes.append(
                 f"{plural(inside, 'stage')} changed only in row-wise operators (Filter, Project)"
             )
-        rows = len(_diffs(c)[1].row_wise)
+        rows = len(_diffs(c).plan.row_wise)
         if rows:
             notes.append(f"{plural(rows, 'plan line')} of row-wise work changed")
         noted = "".join(f"; {note}" for note in notes)
@@ -343,7 +350,7 @@ def _stages_changed(c: Comparison) -> bool:
     plan line beyond row-wise work (a table, exchange keys, a join, an aggregate, a
     subquery)."""
     if c.mode == "batch":
-        return bool(_diffs(c)[0]) or bool(_diffs(c)[1].structural)
+        return bool(_diffs(c).stages) or bool(_diffs(c).plan.structural)
     return bool(c.chain_changes) or len(c.old.job_vertices) != len(c.new.job_vertices)
 
 
@@ -360,12 +367,19 @@ def _settings_changes(c: Comparison) -> list[str]:
     ]
 
 
-def _diffs(c: Comparison) -> tuple[StageDiff, PlanDiff]:
+class BatchDiff(NamedTuple):
+    """A batch job's stages and ``[plan]`` lines compared: :meth:`SparkRules.derive`."""
+
+    stages: StageDiff
+    plan: PlanDiff
+
+
+def _diffs(c: Comparison) -> BatchDiff:
     """A batch job's stage and plan comparison, made once per comparison."""
-    found = c.derived.get("spark batch")
-    if found is None:
-        found = c.derived["spark batch"] = (stage_diff(c.old, c.new), plan_diff(c.old, c.new))
-    return found  # type: ignore[no-any-return]
+    found = c.derived
+    if not isinstance(found, BatchDiff):
+        raise TypeError(f"a batch comparison's derived facts, got {type(found).__name__}")
+    return found
 
 
 def _stateful(s: StateOperator) -> str:
@@ -388,7 +402,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
         out += _restart_fixes(c) or [
             "  - run the changed query on a new checkpoint location (its state starts empty)",
         ]
-    restaged = c.mode != "batch" or bool(_diffs(c)[0])
+    restaged = c.mode != "batch" or bool(_diffs(c).stages)
     if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch") and restaged:
         out += [
             "  - a stage ends at every exchange: look for a groupBy/join/repartition/",

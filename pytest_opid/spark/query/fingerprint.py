@@ -7,8 +7,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from pytest_opid.flink.chaining import Chain
-from pytest_opid.flink.hasher import operator_ids
+from pytest_opid.flink import Chain, operator_ids
 from pytest_opid.model import Operator, Partitioner, Topology
 from pytest_opid.result import (
     ChainedOperator,
