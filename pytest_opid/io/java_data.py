@@ -67,6 +67,31 @@ def decode_modified_utf8(raw: bytes) -> str | None:
     return "".join(map(chr, units))
 
 
+def _malformed(raw: bytes) -> str:
+    """Why Java's ``readUTF`` refuses ``raw`` (which :func:`decode_modified_utf8` declined),
+    in words: the first byte at fault and what is wrong with it."""
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if 0xF0 <= c <= 0xF4:
+            return f"byte {c:#04x} starts a 4-byte sequence, which modified UTF-8 does not have"
+        if c > 0xF4:
+            return f"byte {c:#04x}, which UTF-8 never holds"
+        if c < 0xC0:
+            return f"byte {c:#04x} is not valid there (invalid start byte)"
+        need = 1 if c < 0xE0 else 2
+        for k in range(1, need + 1):
+            if i + k >= n:
+                return f"byte {c:#04x} is not valid there (unexpected end of data)"
+            if raw[i + k] & 0xC0 != 0x80:
+                return f"byte {c:#04x} is not valid there (invalid continuation byte)"
+        i += need + 1
+    return "not modified UTF-8"
+
+
 class DataInput:
     """``java.io.DataInputStream`` over bytes in memory, reading from :attr:`pos`. Each read
     checks its length against the bytes left, so a cut or corrupt file is an error at the byte
@@ -172,7 +197,7 @@ class DataInput:
         """``raw`` decoded as :func:`decode_modified_utf8` does; an error where Java throws."""
         units = decode_modified_utf8(raw)
         if units is None:
-            self.fail("malformed modified UTF-8 string", at)
+            self.fail(f"malformed modified UTF-8 string ({_malformed(raw)})", at)
         return units
 
     def text(self, units: str, at: int) -> str:
@@ -182,5 +207,5 @@ class DataInput:
             return units
         lone = _SURROGATE.search(_SURROGATE_PAIR.sub("", units))
         if lone is not None:
-            self.fail(f"a lone surrogate (U+{ord(lone.group()):04X}) in a string, not text", at)
+            self.fail(f"a lone surrogate (U+{ord(lone.group()):04X}), which is not text", at)
         return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le")

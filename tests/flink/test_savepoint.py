@@ -879,7 +879,7 @@ def test_modified_utf8_names() -> None:
     out.i32(0)
     out.raw(PROPERTIES)
     assert (
-        "a lone surrogate (U+D800) in a string, not text at byte 24 while reading the operator "
+        "a lone surrogate (U+D800), which is not text at byte 24 while reading the operator "
         "name of operator state #0" in _rejects(bytes(out.data))
     )
     # What Java's readUTF refuses: a 4-byte sequence, a stray continuation byte, a cut sequence.
