@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import not_regular
+from pytest_opid.text import printable, quote
 
 _MAX_FILE_BYTES = 64 * 1024 * 1024  # no checkpoint metadata file comes near this
 
@@ -30,29 +31,15 @@ COMPACT_NAME = re.compile(r"([0-9]{1,18})\.compact")  # CompactibleFileStreamLog
 LINE_BREAK = re.compile(r"\r\n|\r|\n")  # java.io.BufferedReader.readLine
 
 
-_UNSAFE_CHARS = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
-
-
-def escape_unsafe(text: str) -> str:
-    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
 def quoted(text: str, limit: int = _QUOTE_CHARS, around: int | None = None) -> str:
     """``text`` as a one-line JSON string literal of at most ``limit`` characters of it (those
-    around position ``around`` when given)."""
-    start = 0 if around is None else max(0, min(around - limit // 2, len(text) - limit))
-    cut = text[start : start + limit]
-    cut = ("\u2026" if start else "") + cut + ("\u2026" if start + limit < len(text) else "")
-    return escape_unsafe(json.dumps(cut, ensure_ascii=False))
+    around position ``around`` when given): :func:`pytest_opid.text.quote`."""
+    return quote(text, limit, around)
 
 
 def _show_path(path: str) -> str:
     """A path for a message: as is when harmless, else quoted."""
-    return (
-        path if _UNSAFE_CHARS.search(path) is None and path.strip() == path else quoted(path, 300)
-    )
+    return path if printable(path) == path and path.strip() == path else quote(path, 300)
 
 
 class CheckpointReader:

@@ -10,10 +10,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.spark.checkpoint.files import JsonProblem, escape_unsafe, quoted, strict_loads
+from pytest_opid.spark.checkpoint.files import JsonProblem, quoted, strict_loads
 from pytest_opid.spark.checkpoint.model import Checkpoint, operator_user_variables
 from pytest_opid.spark.checkpoint.schema_files import struct_problem
 from pytest_opid.spark.transform_with_state import variable_text
+from pytest_opid.text import printable
 
 _RENDER_DEPTH = 16  # nesting depth of a data type that render_text spells out
 
@@ -131,7 +132,7 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
         if variables:
             yield f"      state variables ({len(variables)}):"
             for var_name, info in variables.items():
-                yield f"        {_name(var_name)}: {escape_unsafe(variable_text(info))}"
+                yield f"        {_name(var_name)}: {printable(variable_text(info))}"
         for st in op.stores:
             schema = (
                 "no schema file" if st.schema_version is None else f"schema v{st.schema_version}"
