@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -60,6 +61,17 @@ _FIELD_ACCESS = frozenset({"GetStructField", "GetArrayStructFields"})
 
 #: Expressions of Python code, written by the function's own name.
 _PYTHON_FUNCTIONS = frozenset({"PythonUDF", "PythonUDAF", "PythonUDTF"})
+
+
+#: An expression id as Spark writes it into text (``v#2L``, ``ts#12``), which is also how it
+#: names some attributes it makes (an aggregate's result is named by the aggregate's text,
+#: ``count(v#2L)``): a per-session counter, never written into a fingerprint.
+EXPRESSION_ID = re.compile(r"(?<=\S)#\d+L?\b")
+
+
+def without_ids(text: str) -> str:
+    """``text`` with Spark's expression ids removed: ``count(v#2L)`` -> ``count(v)``."""
+    return EXPRESSION_ID.sub("", text) if "#" in text else text
 
 
 #: Wrappers that change nothing a reader of the state cares about.
@@ -139,12 +151,19 @@ class MeaningPlan:
                     self._define_output(out, self.parse(udf), "project")
             elif cls in _AGGREGATE_RESULTS:
                 flats = node.get("aggregateExpressions") or node.get("aggExpressions") or ()
-                for flat in flats:
+                results = node.get("aggregateAttributes") or ()
+                for i, flat in enumerate(flats):
                     tree = self.parse(flat)
                     if tree is not None and tree.cls == "AggregateExpression":
                         ident = expr_id(tree.fields, "resultId")
                         if ident is not None:
                             self.defs.setdefault(ident, (tree, "aggregate"))
+                        # The final step of a distinct aggregate (AggUtils'
+                        # planAggregateWithOneDistinct) gives its functions new result ids;
+                        # its aggregateAttributes, in the same order, keep the ids the
+                        # result expressions read.
+                        if i < len(results):
+                            self._define_output(results[i], tree, "aggregate")
 
     @functools.cached_property
     def watermarks(self) -> dict[int, int]:
@@ -261,7 +280,7 @@ class MeaningPlan:
                 if window is not None:
                     return window
                 return self._render(definition, budget, seen | {ident})
-            return str(f.get("name", "?"))
+            return without_ids(str(f.get("name", "?")))
         if cls in self.transparent and node.children:
             return self._render(node.children[0], budget, seen)
         if cls == "Literal":

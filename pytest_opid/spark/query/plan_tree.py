@@ -33,7 +33,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.spark.query.expressions import EVAL_PYTHON, Expr, MeaningPlan, expression_tree
+from pytest_opid.spark.query.expressions import (
+    EVAL_PYTHON,
+    Expr,
+    MeaningPlan,
+    expr_id,
+    expression_tree,
+    without_ids,
+)
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
@@ -116,6 +123,11 @@ _SQL_NAMES = {
 }
 
 
+#: The column Spark's ``RewriteDistinctAggregates`` adds to the Expand it plans for several
+#: distinct aggregates: which group a projected row feeds (0: the regular aggregates).
+_DISTINCT_GROUP = "gid"
+
+
 #: An exchange's origin when the query itself asked for its number of partitions.
 _BY_NUMBER = "REPARTITION_BY_NUM"
 
@@ -147,6 +159,100 @@ class _TreePlan(MeaningPlan):
                 for flat in node.get(field) or ():
                     self._define(self.parse(flat), "project")
         self.children = children or plan_children(nodes, "a Spark plan")[0]
+        #: a distinct rewrite's columns in canonical order, by expression id (see _distinct)
+        self.ranks: dict[int, int] = {}
+        #: id(Expand node) -> its columns in canonical order, and the position of gid there
+        self.expands: dict[int, tuple[list[int], int]] = {}
+        for node, cls in zip(nodes, self.classes, strict=True):
+            if cls == "ExpandExec":
+                self._distinct(node)
+
+    def _distinct(self, node: Mapping[str, Any]) -> None:
+        """``RewriteDistinctAggregates`` groups the distinct aggregates by their inputs in a
+        Scala hash map keyed by expressions, whose hashes hold expression ids: the Expand's
+        distinct columns, its projections and their group numbers come in an order that
+        changes with the session's history. Its columns (grouping keys, distinct inputs,
+        ``gid``, regular aggregates' inputs) are ranked here in an order of their own: the
+        grouping keys (the leading columns every projection passes through) and what follows
+        ``gid`` as Spark writes them, the distinct inputs by name and values."""
+        outputs = [self.parse(f) for f in _list(node.get("output"))]
+        rows = [[self.parse(f) for f in _list(p)] for p in _list(node.get("projections"))]
+        gid = next(
+            (
+                i
+                for i, o in enumerate(outputs)
+                if o is not None
+                and o.fields.get("name") == _DISTINCT_GROUP
+                and o.fields.get("dataType") == "integer"
+            ),
+            None,
+        )
+        if gid is None or not rows or any(len(r) != len(outputs) for r in rows):
+            return
+        prefix = 0
+        while prefix < gid and _passed_through(rows, prefix):
+            prefix += 1
+
+        def key(column: int) -> tuple[str, tuple[str, ...]]:
+            out = outputs[column]
+            name = without_ids(str(out.fields.get("name", ""))) if out is not None else ""
+            return name, tuple(sorted(self.render(r[column]) for r in rows))
+
+        middle = sorted(range(prefix, gid), key=key)
+        for rank, column in enumerate(middle):
+            out = outputs[column]
+            ident = expr_id(out.fields) if out is not None else None
+            if ident is not None:
+                self.ranks[ident] = rank
+        order = [*range(prefix), *middle, *range(gid, len(outputs))]
+        self.expands[id(node)] = (order, order.index(gid))
+
+    def canonical(self, trees: Sequence[Expr | None]) -> list[Expr | None]:
+        """``trees`` with a distinct rewrite's columns (:meth:`_distinct`) in their ranked
+        order, each other expression where it was."""
+        ranks = [None if t is None else self._rank(t) for t in trees]
+        at = [i for i, rank in enumerate(ranks) if rank is not None]
+        if len(at) < 2:
+            return list(trees)
+        ranked = [trees[i] for i in sorted(at, key=lambda i: ranks[i] or 0)]
+        out = list(trees)
+        for i, tree in zip(at, ranked, strict=True):
+            out[i] = tree
+        return out
+
+    def _rank(self, tree: Expr) -> int | None:
+        if tree.cls == "SortOrder" and tree.children:
+            tree = tree.children[0]
+        if tree.cls != "AttributeReference" or not self.ranks:
+            return None
+        ident = expr_id(tree.fields)
+        return self.ranks.get(ident) if ident is not None else None
+
+    def keys(self, flats: Any) -> str:
+        """A list of keys (:meth:`exprs`) in :meth:`canonical` order."""
+        trees = self.canonical([self.parse(f) for f in _list(flats)])
+        return "[" + ", ".join(self.render(t) for t in trees) + "]"
+
+    def expand(self, node: Mapping[str, Any]) -> str:
+        """An Expand's projections; a distinct rewrite's (:meth:`_distinct`) with its columns
+        in their ranked order, the projections sorted (the regular aggregates' first, as Spark
+        puts it) and their group numbers counted in that order."""
+        projections = _list(node.get("projections"))
+        found = self.expands.get(id(node))
+        if found is None:
+            return ", ".join(self.exprs(p) for p in projections)
+        order, gid = found
+        rows = []
+        for projection in projections:
+            flats = _list(projection)
+            rows.append([self.expr(flats[c]) for c in order])
+        rows.sort(key=lambda r: (r[gid] != "0", r[:gid] + r[gid + 1 :]))
+        number = 0
+        for row in rows:
+            if row[gid] != "0":
+                number += 1
+                row[gid] = str(number)
+        return ", ".join("[" + ", ".join(row) + "]" for row in rows)
 
     def render(self, tree: Expr | None) -> str:
         """An expression's text; one cut short past the budget ("…") ends in a hash of the
@@ -162,7 +268,8 @@ class _TreePlan(MeaningPlan):
         return "[" + ", ".join(self.expr(f) for f in _list(flats)) + "]"
 
     def ordering(self, flats: Any) -> str:
-        return "[" + ", ".join(self.sort_order(self.parse(f)) for f in _list(flats)) + "]"
+        trees = self.canonical([self.parse(f) for f in _list(flats)])
+        return "[" + ", ".join(self.sort_order(t) for t in trees) + "]"
 
     def sort_order(self, tree: Expr | None) -> str:
         if tree is None or tree.cls != "SortOrder" or not tree.children:
@@ -301,7 +408,7 @@ def _line(
     if cls in _AGGREGATES:
         flats = _list(node.get("aggregateExpressions") or node.get("aggExpressions"))
         functions = ", ".join(_aggregate(plan, f) for f in flats)
-        keys = plan.exprs(node.get("groupingExpressions"))
+        keys = plan.keys(node.get("groupingExpressions"))
         return f"{base} keys {keys} functions [{functions}]"
     if cls in EVAL_PYTHON:
         return f"{base} {plan.exprs(node.get('udfs'))}"
@@ -336,8 +443,7 @@ def _line(
             f"order {plan.ordering(node.get('orderSpec'))}"
         )
     if cls == "ExpandExec":  # ROLLUP, CUBE, GROUPING SETS: one projection per set
-        projections = ", ".join(plan.exprs(p) for p in _list(node.get("projections")))
-        return f"Expand [{projections}]"
+        return f"Expand [{plan.expand(node)}]"
     if cls == "GenerateExec":
         return f"Generate {plan.expr(node.get('generator'))}"
     if cls == "CoalesceExec":
@@ -359,10 +465,11 @@ def _partitioning(plan: _TreePlan, node: Mapping[str, Any], shuffle_partitions: 
     name = kind.rsplit(".", 1)[-1].rstrip("$")
     text = _PARTITIONINGS.get(name, name or "?")
     if tree.children:
+        children = plan.canonical(tree.children)
         if name == "RangePartitioning":
-            text += " [" + ", ".join(plan.sort_order(c) for c in tree.children) + "]"
+            text += " [" + ", ".join(plan.sort_order(c) for c in children) + "]"
         else:
-            text += " [" + ", ".join(plan.render(c) for c in tree.children) + "]"
+            text += " [" + ", ".join(plan.render(c) for c in children) + "]"
     count = fields.get("numPartitions")
     origin = _object_name(node.get("shuffleOrigin"))
     if (
@@ -386,6 +493,18 @@ def _window_function(plan: _TreePlan, flat: Any) -> str:
     while tree is not None and tree.cls in ("Alias", "WindowExpression") and tree.children:
         tree = tree.children[0]
     return plan.render(tree)
+
+
+def _passed_through(rows: list[list[Expr | None]], column: int) -> bool:
+    """Every projection passes the same attribute through at ``column``."""
+    first = rows[0][column]
+    if first is None or first.cls != "AttributeReference":
+        return False
+    ident = expr_id(first.fields)
+    return ident is not None and all(
+        r[column] is not None and expr_id(r[column].fields) == ident  # type: ignore[union-attr]
+        for r in rows
+    )
 
 
 def _subquery_plans(node: Mapping[str, Any]) -> list[Sequence[Mapping[str, Any]]]:
