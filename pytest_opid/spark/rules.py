@@ -41,6 +41,9 @@ class SparkRules:
     """Spark's restart rules for :mod:`pytest_opid.io.registry`."""
 
     name = "spark"
+    #: Spark finds state by position (state/<n>), not by operator ID: snapshots write the IDs
+    #: once (format 6), so that a filter added upstream changes one line, not every operator's.
+    ids_find_state = False
 
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is not None  # before the tag, only Spark numbered state
@@ -78,14 +81,13 @@ class SparkRules:
     def snapshot_preamble(self, fp: Fingerprint) -> tuple[str, ...]:
         if fp.mode == "batch":
             return (
-                "A Spark batch job keeps no state; job vertices are its stages, which end at",
-                "every exchange (shuffle, broadcast); [plan] names its tables, keys and joins.",
-                "Parallelism -1: set at run time, or by a conf in [settings].",
-                "Accept changes: pytest --snapshot-update",
+                "A Spark batch job keeps no state; its [stages] end at every exchange (shuffle,",
+                "broadcast); [plan] names its tables, keys and joins. Parallelism -1: set at",
+                "run time, or by a conf in [settings]. Accept changes: pytest --snapshot-update",
             )
         return (
             "Spark finds a stateful operator's state in state/<n> by its position n in the plan",
-            "([state operators]); job vertices are Spark's stages. "
+            "(the state column of [operators]) and checks the [state stores] schemas at restart.",
             "Accept: pytest --snapshot-update",
         )
 
