@@ -24,6 +24,7 @@ from pytest_opid.errors import DocumentError
 
 __all__ = [
     "CountedDefaults",
+    "JsonProblem",
     "check_hex_id",
     "decode_text",
     "describe_json",
@@ -41,6 +42,7 @@ __all__ = [
     "read_stream",
     "read_text",
     "short",
+    "strict_loads",
 ]
 
 #: Most bytes of one input (a document, plan, saved fingerprint or snapshot; a file or stdin):
@@ -191,6 +193,27 @@ def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any
         raise DocumentError(f"{origin}: {empty}")
     if "\x00" in text:
         raise DocumentError(f"{origin}: cannot read: binary data, not JSON text")
+    try:
+        return strict_loads(text)
+    except JsonProblem as exc:
+        raise DocumentError(f"{origin}: {exc}") from None
+
+
+class JsonProblem(ValueError):
+    """Why a text is not strict JSON: the message (``str``), the character offset where the
+    parser stopped (``pos``, where known) and ``reason``, the bare why of a syntax error
+    (``Expecting value, line 1 column 5``) for a caller that words the rest itself."""
+
+    def __init__(self, message: str, pos: int | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.pos = pos
+        self.reason = message if reason is None else reason
+
+
+def strict_loads(text: str) -> Any:
+    """The one strict JSON reader: no repeated key, no NaN or Infinity, no number out of range,
+    no integer longer than a 64-bit one, no lone surrogate, no nesting past the interpreter's
+    recursion limit. A :class:`JsonProblem` says why."""
     # Integer literals are checked only where a long run of digits appears at all: a callback
     # per integer would cost more than the parse itself on a large input.
     long_digits = _LONG_DIGITS.search(text) is not None
@@ -203,17 +226,19 @@ def parse_json(text: str, origin: str, empty: str = "the input is empty") -> Any
             parse_float=_float,
         )
     except json.JSONDecodeError as exc:
-        raise DocumentError(
-            f"{origin}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        raise JsonProblem(
+            f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            exc.pos,
+            f"{exc.msg}, line {exc.lineno} column {exc.colno}",
         ) from None
     except _Invalid as exc:
-        raise DocumentError(f"{origin}: {exc}") from None
+        raise JsonProblem(str(exc)) from None
     except RecursionError:
         # The C decoder stops at the interpreter's recursion limit with this error, before
         # any stack is at risk; everything we do with the parsed value afterwards is iterative.
-        raise DocumentError(f"{origin}: JSON nested too deeply") from None
+        raise JsonProblem("JSON nested too deeply") from None
     if _SURROGATE_ESCAPE.search(text):
-        _check_surrogates(data, origin)
+        _check_surrogates(data)
     return data
 
 
@@ -336,12 +361,11 @@ def _strings(data: Any) -> Iterator[str]:
             stack.extend(value)
 
 
-def _check_surrogates(data: Any, origin: str) -> None:
+def _check_surrogates(data: Any) -> None:
     for s in _strings(data):
         if _SURROGATE.search(s):
-            raise DocumentError(
-                f"{origin}: the string {short(s)} holds a lone surrogate (\\uD800-\\uDFFF), "
-                "which is not text"
+            raise JsonProblem(
+                f"the string {short(s)} holds a lone surrogate (\\uD800-\\uDFFF), which is not text"
             )
 
 

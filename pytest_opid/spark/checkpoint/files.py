@@ -5,7 +5,6 @@ every problem is one :class:`~pytest_opid.errors.DocumentError` naming the file.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import stat
@@ -13,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.json import not_regular
+from pytest_opid.io.json import JsonProblem, not_regular, strict_loads
 from pytest_opid.text import printable, quote
 
 _MAX_FILE_BYTES = 64 * 1024 * 1024  # no checkpoint metadata file comes near this
@@ -117,7 +116,9 @@ class CheckpointReader:
         try:
             return strict_loads(text)
         except JsonProblem as exc:
-            self.fail(rel, f"{what} is not valid JSON ({exc}): {quoted(text, around=exc.pos)}")
+            self.fail(
+                rel, f"{what} is not valid JSON ({exc.reason}): {quoted(text, around=exc.pos)}"
+            )
 
     def version(self, rel: str, line: str, max_version: int) -> int:
         # MetadataVersionUtil.validateVersion: "v<positive int>", at most max_version.
@@ -135,48 +136,6 @@ class CheckpointReader:
                 f"unsupported version v{version}: Spark 4.3 reads this file up to v{max_version}",
             )
         return version
-
-
-class JsonProblem(Exception):
-    def __init__(self, message: str, pos: int | None = None) -> None:
-        super().__init__(message)
-        self.pos = pos
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise JsonProblem(f"duplicate key {quoted(key)}")
-        obj[key] = value
-    return obj
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise JsonProblem(f"number out of range {quoted(text)}")
-    return value
-
-
-def _no_constant(text: str) -> Any:
-    raise JsonProblem(f"{text} is not JSON")
-
-
-def strict_loads(text: str) -> Any:
-    try:
-        return json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_float=_finite_float,
-            parse_constant=_no_constant,
-        )
-    except json.JSONDecodeError as exc:
-        raise JsonProblem(f"{exc.msg}, line {exc.lineno} column {exc.colno}", exc.pos) from None
-    except RecursionError:
-        raise JsonProblem("nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
-        raise JsonProblem(str(exc)[:_QUOTE_CHARS]) from None
 
 
 def reparse(text: str) -> dict[str, Any]:

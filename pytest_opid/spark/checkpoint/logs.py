@@ -7,17 +7,16 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from pytest_opid.io.json import JsonProblem, strict_loads
 from pytest_opid.spark.checkpoint.files import (
     BATCH_NAME,
     COMPACT_NAME,
     CheckpointReader,
-    JsonProblem,
     field_of,
     is_int,
     java_lines,
     java_trim,
     quoted,
-    strict_loads,
 )
 from pytest_opid.spark.checkpoint.model import SourceOffset
 from pytest_opid.spark.checkpoint.operators import safe_component

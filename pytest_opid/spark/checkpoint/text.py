@@ -10,7 +10,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.spark.checkpoint.files import JsonProblem, quoted, strict_loads
+from pytest_opid.io.json import JsonProblem, strict_loads
+from pytest_opid.spark.checkpoint.files import quoted
 from pytest_opid.spark.checkpoint.model import Checkpoint, operator_user_variables
 from pytest_opid.spark.checkpoint.schema_files import struct_problem
 from pytest_opid.spark.transform_with_state import variable_text
@@ -32,7 +33,7 @@ def schema_fields(schema: Mapping[str, Any] | str) -> tuple[tuple[str, str, bool
     try:
         obj = strict_loads(schema) if isinstance(schema, str) else schema
     except JsonProblem as exc:
-        raise DocumentError(f"schema is not valid JSON ({exc})") from None
+        raise DocumentError(f"schema is not valid JSON ({exc.reason})") from None
     problem = struct_problem(obj)
     if problem:
         raise DocumentError(f"not a Spark struct type: {problem}")

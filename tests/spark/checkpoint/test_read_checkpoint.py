@@ -274,7 +274,7 @@ def test_missing_or_garbled_stream_metadata(copy_of: Any) -> None:
         ("x1\n{}\n{}", ("offsets/1", "malformed version line")),
         ("v1", ("offsets/1", "no metadata line")),
         ("", ("offsets/1", "empty")),
-        ('v1\n{"batchWatermarkMs": NaN}\n-', ("offsets/1", "NaN is not JSON")),
+        ('v1\n{"batchWatermarkMs": NaN}\n-', ("offsets/1", "NaN is not a number JSON allows")),
         ('v1\n{"batchWatermarkMs": 1e999}\n-', ("offsets/1", "out of range")),
         ('v1\n{"conf": {"a": 1}}\n-', ("offsets/1", "conf", "must be a string")),
         ("v2\n{}\nnocolon", ("offsets/1", "not <sourceId>:<offset>")),
