@@ -29,19 +29,22 @@ def check_restore(
     :class:`Fingerprint`. ``program``: anything :func:`pytest_opid.fingerprint` accepts.
     ``allow_non_restored_state`` mirrors Flink's ``--allowNonRestoredState``.
     """
-    new = program if isinstance(program, Fingerprint) else fingerprint(program)
     if isinstance(previous, (str, os.PathLike)):
         path = Path(previous)
         if not path.exists():
             raise DocumentError(f"{path}: no such file or directory")
         source = restore_source(path)
         if source is not None:
+            if source.check_program is not None and not isinstance(program, Fingerprint):
+                return source.check_program(path, program, allow_non_restored_state)
+            new = program if isinstance(program, Fingerprint) else fingerprint(program)
             return source.check(path, new, allow_non_restored_state)
         if path.is_dir():
             raise DocumentError(
                 f"{path}: a directory, but neither a savepoint/checkpoint (no _metadata) "
                 "nor a streaming checkpoint (no offsets/)"
             )
+    new = program if isinstance(program, Fingerprint) else fingerprint(program)
     old = previous if isinstance(previous, Fingerprint) else fingerprint(previous)
     if old.engine and new.engine and (old.engine, old.mode) != (new.engine, new.mode):
         raise DocumentError(

@@ -129,6 +129,9 @@ class Fingerprint:
     #: its own session (a Spark Connect plan replayed in a local session says "replayed
     #: locally" and for which engine version). Not part of the identity, not saved.
     note: str | None = field(default=None, compare=False)
+    #: the engine version that made it (PySpark's ``3.5.9``), where known: restart rules
+    #: differ between versions. Saved; not part of the identity.
+    engine_version: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: everything a comparison or an explanation uses

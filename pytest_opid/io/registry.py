@@ -80,6 +80,9 @@ class RestoreSource:
     recognises: Callable[[Path], bool]
     #: (path, new fingerprint, allow_non_restored_state) -> the engine's verdict
     check: Callable[[Path, Fingerprint, bool], RestoreCheck]
+    #: the same for a program not yet fingerprinted, where the engine plans a restarted job
+    #: with settings the state pins (Spark's checkpoint confs); ``None``: fingerprint, check
+    check_program: Callable[[Path, Any, bool], RestoreCheck] | None = None
 
 
 class _Registry:

@@ -44,8 +44,15 @@ from pytest_opid.spark.query.program import fingerprint_function, parse_conf
 from pytest_opid.spark.query.read import read_plan
 from pytest_opid.spark.restart.verdict import check_checkpoint
 from pytest_opid.spark.rules import SparkRules
-from pytest_opid.spark.versions import judged_for, judging_line
-from pytest_opid.spark.vocabulary import SCHEMA_CHECK
+from pytest_opid.spark.versions import (
+    WIDENING,
+    feature_line,
+    installed_line,
+    installed_version,
+    judged_for,
+    judging_line,
+)
+from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE, SCHEMA_CHECK
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -72,7 +79,8 @@ def fingerprint(obj: Any) -> Fingerprint:
     if is_connect(obj):
         obj, note = replay(obj)
     fp = fingerprint_graph(plan_graph(obj))
-    return fp if note is None else dataclasses.replace(fp, note=note)
+    # the Spark that planned it: its line's restart rules judge a checkpoint it writes
+    return dataclasses.replace(fp, note=note, engine_version=installed_version())
 
 
 def plan_graph(obj: Any) -> SparkPlanGraph:
@@ -130,6 +138,29 @@ def _check_checkpoint(path: Path, new: Fingerprint, allow_non_restored_state: bo
     return check_checkpoint(read_checkpoint(path), new)
 
 
+def _check_program(path: Path, program: Any, allow_non_restored_state: bool) -> RestoreCheck:
+    """Spark's verdict on restarting ``program`` on the checkpoint at ``path``, the program
+    planned as Spark plans a restarted query: with the settings the checkpoint's offset log
+    pins (``OffsetSeqMetadata.setSessionConf``). Of those, the state schema widening decides
+    what the new state schemas are: a checkpoint started before Spark 4.3 has none, and 4.3
+    then plans the query without it (its nullability as Spark 3.5 to 4.2 build it)."""
+    checkpoint = read_checkpoint(path)
+    session = None if is_connect(program) else getattr(program, "sparkSession", None)
+    if session is None or installed_line() < feature_line(WIDENING):
+        return check_checkpoint(checkpoint, fingerprint(program))
+    pinned = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
+    before = session.conf.get(ALWAYS_NULLABLE, None)
+    session.conf.set(ALWAYS_NULLABLE, pinned)
+    try:
+        new = fingerprint(program)
+    finally:
+        if before is None:
+            session.conf.unset(ALWAYS_NULLABLE)
+        else:
+            session.conf.set(ALWAYS_NULLABLE, before)
+    return check_checkpoint(checkpoint, new, planned=True)
+
+
 def register() -> None:
     """Register this engine's frontends, data formats and rules (the entry point of the
     ``pytest_opid.engines`` group)."""
@@ -143,4 +174,6 @@ def register() -> None:
     )
     register_hint(_pandas_hint)
     register_engine(SparkRules())
-    register_restore_source(RestoreSource("spark-checkpoint", _is_checkpoint, _check_checkpoint))
+    register_restore_source(
+        RestoreSource("spark-checkpoint", _is_checkpoint, _check_checkpoint, _check_program)
+    )

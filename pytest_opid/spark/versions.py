@@ -23,7 +23,10 @@ from pytest_opid.errors import DocumentError, OpidError
 __all__ = [
     "LINES",
     "NEWEST",
+    "OPERATOR_METADATA",
+    "WIDENING",
     "SparkLine",
+    "engine_line",
     "feature_line",
     "installed_line",
     "installed_version",
@@ -67,7 +70,13 @@ _FEATURES = {
     "the state-metadata reader": SparkLine(4, 0),
     "operator metadata in the checkpoint": SparkLine(4, 0),
     "Avro state encoding": SparkLine(4, 0),
+    # spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled (SQLConf, since 4.3.0)
+    "state schemas widened to nullable": SparkLine(4, 3),
 }
+#: The feature name of the state schema widening (4.3, for queries started on it).
+WIDENING = "state schemas widened to nullable"
+#: The feature name of the operator metadata a checkpoint holds (4.0).
+OPERATOR_METADATA = "operator metadata in the checkpoint"
 
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?(?:[.\-+]?\w*)*")
 
@@ -106,6 +115,15 @@ def installed_line() -> SparkLine:
     match = _VERSION.fullmatch(version)
     if match is None:
         return NEWEST
+    return SparkLine(int(match.group(1)), int(match.group(2)))
+
+
+def engine_line(version: str | None) -> SparkLine | None:
+    """The line of a recorded Spark version (``"3.5.9"``); ``None`` where none was recorded or
+    it is not a version."""
+    match = None if version is None else _VERSION.fullmatch(version.strip())
+    if match is None:
+        return None
     return SparkLine(int(match.group(1)), int(match.group(2)))
 
 

@@ -26,7 +26,7 @@ from pytest_opid.spark.transform_with_state import (
     processor_from_command,
     record_processor,
 )
-from pytest_opid.spark.versions import installed_line
+from pytest_opid.spark.versions import WIDENING, feature_line, installed_line
 from pytest_opid.spark.vocabulary import (
     ALWAYS_NULLABLE,
     AQE,
@@ -314,8 +314,8 @@ class Jvm(Gateway):
         # The schemas below are the raw ones; Spark widens them as the operator's
         # validateAndMaybeEvolveStateSchema does (the global limit's are fixed, and column
         # family schemas come out of getColFamilySchemas widened already).
-        # Spark 3.5 writes them as they are (no validateAndMaybeEvolveStateSchema).
-        widen = widen and cls in WIDENED and installed_line().at_least(4, 0)
+        # Spark 3.5 to 4.2 write them as they are (alwaysNullableOutput is 4.3's).
+        widen = widen and cls in WIDENED and installed_line() >= feature_line(WIDENING)
         if cls == "StateStoreSaveExec":
             value = node.stateManager().getStateValueSchema()
             pairs.append((DEFAULT_STORE_NAME, attributes(node.keyExpressions()), value))

@@ -12,12 +12,18 @@ from pytest_opid.result import (
     Fingerprint,
     RestoreProblem,
     StateOperator,
+    StateStore,
 )
+from pytest_opid.spark.restart.widening import as_nullable
 from pytest_opid.spark.source_entries import Source
-from pytest_opid.spark.versions import judging_line
+from pytest_opid.spark.versions import WIDENING, feature_line, judging_line
 from pytest_opid.spark.vocabulary import (
+    KIND_BY_NAME,
     PROPERTIES_STORE,
 )
+
+#: The operators (by the name their state is filed under) whose schemas Spark widens.
+WIDENED_KINDS = frozenset(name for name, kind in KIND_BY_NAME.items() if kind.widened)
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,19 @@ class OldQuery:
     operators: tuple[StatefulOperator, ...]
     sources: tuple[OldSource, ...] | None
     named: bool  # source evolution: sources matched by name, every one must be named
-    nullability_known: bool  # False: the checkpoint predates state schema widening
+    #: the checkpoint pins alwaysNullableOutput=true (a query started on Spark 4.3 or later):
+    #: its state schemas were widened to nullable, and Spark widens the new query's the same
+    widened: bool
+    #: the checkpoint has operator metadata (written from Spark 4.0 on): Spark can match the
+    #: stateful operators by name; without it (Spark 3.5's), only by position
+    operator_metadata: bool
     avro: bool  # transformWithState values evolve as Avro allows
 
 
-def stateful_operator(s: StateOperator, fp: Fingerprint) -> StatefulOperator:
-    stores = {st.name: (st.key_schema, st.value_schema) for st in s.stores}
+def stateful_operator(s: StateOperator, fp: Fingerprint, widened: bool = False) -> StatefulOperator:
+    """One side's stateful operator from a fingerprint; ``widened``: Spark widens its state
+    schemas to nullable (a checkpoint of a query started on 4.3)."""
+    stores = {st.name: store_schemas(st, s.kind, widened) for st in s.stores}
     properties = stores.pop(PROPERTIES_STORE, (None, None))[1]
     # The partitions of the exchange into the operator are its state's (the shuffle
     # partitions), except for a single partition (a global aggregation: Spark still files its
@@ -81,21 +94,43 @@ def stateful_operator(s: StateOperator, fp: Fingerprint) -> StatefulOperator:
     )
 
 
+def store_schemas(store: StateStore, kind: str, widened: bool) -> tuple[str | None, str | None]:
+    """A store's (key, value) schemas as Spark checks them: where it widens them to nullable
+    (``widened``), widened here too, as a fingerprint made on a line without the widening does
+    not have them; else as recorded."""
+    if not widened or kind not in WIDENED_KINDS:
+        return store.key_schema, store.value_schema
+    return as_nullable(store.key_schema), as_nullable(store.value_schema)
+
+
 class Findings:
     """What one restart check found: Spark's refusals, what it restarts with but reads as
     something else, and warnings; and the two queries it compares."""
 
-    def __init__(self, old: OldQuery, new: Fingerprint, shuffle_partitions: int | None) -> None:
+    def __init__(
+        self,
+        old: OldQuery,
+        new: Fingerprint,
+        shuffle_partitions: int | None,
+        nullability_exact: bool = True,
+    ) -> None:
         self.old = old
         self.new = new
         self.shuffle_partitions = shuffle_partitions
         self.problems: list[RestoreProblem] = []
         self.warnings: list[RestoreProblem] = []
         self.reinterpreted: list[RestoreProblem] = []
-        self.new_ops = tuple(stateful_operator(s, new) for s in new.state_operators or ())
         #: the Spark line whose restart this predicts, and how its messages name it
         self.line = judging_line()
         self.spark = f"Spark {self.line}"
+        # The new query's state schemas as this Spark builds them on this checkpoint: widened
+        # to nullable only where the checkpoint pins the widening (a query started on 4.3+).
+        widened = old.widened and self.line >= feature_line(WIDENING)
+        self.new_ops = tuple(stateful_operator(s, new, widened) for s in new.state_operators or ())
+        #: False where the new fingerprint's schemas were widened by its own Spark (4.3) but
+        #: this checkpoint's are not: the nullability Spark would plan here is not known, and
+        #: only the number and types of the fields are compared
+        self.nullability_exact = nullability_exact
 
     def problem(self, kind: str, message: str, **where: Any) -> None:
         self.problems.append(RestoreProblem(kind, message, **where))

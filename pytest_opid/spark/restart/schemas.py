@@ -227,8 +227,9 @@ def check_store(
     check_value = new.name not in VALUE_UNCHECKED
     if stored_key == key and (not check_value or stored_value == value):
         return
-    # Spark 3.5 compares the schemas as they were written: nothing is widened to nullable.
-    strict = found.old.nullability_known or not found.line.at_least(4, 0)
+    # Spark always compares nullability; where it widens both sides to nullable (a query
+    # started on 4.3), Findings has widened the new schemas as the checkpoint's were.
+    strict = found.nullability_exact
     where = {"state_id": str(new.number), "operator_id": new.operator_id, "name": old.name}
     if not schema_compatible(key, stored_key, strict):
         found.problem(

@@ -35,7 +35,10 @@ def check_state(found: Findings) -> None:
         return  # Spark checks stateful operators only when it restarts after batch 0
     old_ops = {op.number: op for op in found.old.operators}
     new_ops = {op.number: op for op in found.new_ops}
-    if not found.line.at_least(4, 0):
+    if not found.line.at_least(4, 0) or (old_ops and not found.old.operator_metadata):
+        # Spark 3.5, or a later Spark on a checkpoint 3.5 wrote: no operator metadata, so
+        # IncrementalExecution skips the stateful-operator check ("previously run on lower
+        # versions") and each operator finds its state by position alone.
         state_by_position(found, old_ops, new_ops)
         return
     known = {n: op.name for n, op in old_ops.items() if op.name is not None}
@@ -68,11 +71,21 @@ def state_by_position(
     old_ops: Mapping[int, StatefulOperator],
     new_ops: Mapping[int, StatefulOperator],
 ) -> None:
-    """Spark 3.5: no operator metadata, so no stateful-operator check. Each operator loads
-    ``state/<n>`` by its position and checks only the schemas there, whichever operator
-    wrote it (a removed operator's neighbour reads its state); an operator whose
-    ``state/<n>`` was never written fails when its state store loads the last batch's
-    delta file, after the schema checks of the others."""
+    """Spark 3.5, or 4.x on a checkpoint 3.5 wrote: no operator metadata, so no
+    stateful-operator check. Each operator loads ``state/<n>`` by its position and checks only
+    the schemas there, whichever operator wrote it (a removed operator's neighbour reads its
+    state); an operator whose ``state/<n>`` was never written fails when its state store loads
+    the last batch's delta file, after the schema checks of the others."""
+    if found.line.at_least(4, 0):
+        why = (
+            f"{found.old.origin} has no operator metadata (Spark 3.5 wrote it), so "
+            f"{found.spark} cannot match the stateful operators by name and checks only "
+            "that the state schemas fit"
+        )
+    else:
+        why = (
+            f"{found.spark} writes no operator metadata and checks only that the state schemas fit"
+        )
     for number in sorted(new_ops):
         new_op, old_op = new_ops[number], old_ops.get(number)
         if old_op is None:
@@ -88,8 +101,7 @@ def state_by_position(
                 "state_operators",
                 f"{found.spark} restarts and {new_op.name} {operator_label(new_op)} reads "
                 f"state/{number}, which {old_op.name} {operator_label(old_op)} wrote: "
-                f"{found.spark} writes no operator metadata and checks only that the state "
-                "schemas fit, so the old state is read under another meaning.\n"
+                f"{why}, so the old state is read under another meaning.\n"
                 "Fix:\n"
                 "  - keep the stateful operators the same and in the same order as in the "
                 "query that wrote the checkpoint\n" + FIX_NEW_CHECKPOINT,
@@ -105,11 +117,21 @@ def state_by_position(
         first = missing[0]
         op = new_ops[first]
         batch = found.old.last_committed if found.old.last_committed is not None else "<n>"
+        delta = f"<checkpoint>/state/{first}/0/{batch}.delta"
+        if found.line.at_least(4, 0):
+            failure = (
+                "CANNOT_LOAD_STATE_STORE.CANNOT_READ_DELTA_FILE_NOT_EXISTS: An error occurred "
+                f"during loading state. Error reading delta file {delta}: it does not exist "
+                f"(java.io.FileNotFoundException). {capitalized(found.old.origin)} has no "
+                f"operator metadata (Spark 3.5 wrote it), so {found.spark} does not check the "
+                "stateful operators by name"
+            )
+        else:
+            failure = f"java.io.FileNotFoundException: File {delta} does not exist"
         found.problem(
             "state_operators",
             f"{found.spark} fails the first batch after the restart with "
-            f"java.io.FileNotFoundException: File <checkpoint>/state/{first}/0/{batch}.delta "
-            f"does not exist. {op.name} {operator_label(op)} is stateful operator {first} "
+            f"{failure}. {op.name} {operator_label(op)} is stateful operator {first} "
             f"now, and {found.old.origin} has no state/{first}: {found.spark} numbers "
             "stateful operators by their position in the plan and loads the state of the "
             "last committed batch for each.\n"

@@ -55,6 +55,14 @@ from pytest_opid.spark.restart.findings import (
 from pytest_opid.spark.restart.sources import check_sources
 from pytest_opid.spark.restart.state import check_state
 from pytest_opid.spark.source_entries import parse_source
+from pytest_opid.spark.versions import (
+    OPERATOR_METADATA,
+    WIDENING,
+    engine_line,
+    feature_line,
+    installed_line,
+    judging_line,
+)
 from pytest_opid.spark.vocabulary import (
     ALWAYS_NULLABLE,
     ENCODING,
@@ -64,10 +72,15 @@ from pytest_opid.spark.vocabulary import (
     SOURCE_EVOLUTION,
     TRANSFORM_WITH_STATE,
 )
+from pytest_opid.spark.words import capitalized
 
 
-def check_checkpoint(checkpoint: Checkpoint, new: Fingerprint) -> RestoreCheck:
-    """Spark 4.3's verdict on restarting the query of ``new`` on ``checkpoint``."""
+def check_checkpoint(
+    checkpoint: Checkpoint, new: Fingerprint, planned: bool = False
+) -> RestoreCheck:
+    """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``.
+    ``planned``: ``new`` was planned with the settings the checkpoint pins, as Spark plans a
+    restarted query (:func:`pytest_opid.spark.fingerprint_for_checkpoint`)."""
     _require_streaming(new, "a checkpoint")
     confs = checkpoint.confs
     operators = []
@@ -97,6 +110,7 @@ def check_checkpoint(checkpoint: Checkpoint, new: Fingerprint) -> RestoreCheck:
     last, committed = checkpoint.last_batch, checkpoint.last_committed_batch
     restart = None if last is None else (last + 1 if committed == last else last)
     shuffle = confs.get(SHUFFLE_PARTITIONS)
+    widened = confs.get(ALWAYS_NULLABLE) == "true"
     old = OldQuery(
         origin="the checkpoint",
         from_checkpoint=True,
@@ -106,10 +120,13 @@ def check_checkpoint(checkpoint: Checkpoint, new: Fingerprint) -> RestoreCheck:
         operators=tuple(operators),
         sources=sources,
         named=named,
-        nullability_known=confs.get(ALWAYS_NULLABLE) == "true",
+        widened=widened,
+        operator_metadata=any(op.metadata_version > 0 for op in checkpoint.state_operators),
         avro=confs.get(ENCODING) == "avro",
     )
-    return _judge(Findings(old, new, int(shuffle) if shuffle and shuffle.isdigit() else None))
+    exact = widened or planned or not _widened_by_its_spark(new)
+    partitions = int(shuffle) if shuffle and shuffle.isdigit() else None
+    return _judge(Findings(old, new, partitions, nullability_exact=exact))
 
 
 def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
@@ -132,25 +149,53 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
         )
     )
     state_ops = old.state_operators or ()
-    return _judge(
-        Findings(
-            OldQuery(
-                origin="the previous query's checkpoint",
-                from_checkpoint=False,
-                batches=True,
-                restart_batch=1,
-                last_committed=None,
-                operators=tuple(stateful_operator(s, old) for s in state_ops),
-                sources=sources,
-                named=named,
-                nullability_known=True,
-                # transformWithState's encoding, which the checkpoint pins (recorded as a fact)
-                avro=any((ENCODING_FACT, "avro") in s.meaning for s in state_ops),
-            ),
-            new,
-            None,
-        )
+    # The Spark that wrote the checkpoint: the one the previous fingerprint was made with, or
+    # the judged one where it does not say (a checkpoint is never from a later line).
+    line = judging_line()
+    made_on = engine_line(old.engine_version)
+    writer = line if made_on is None else min(made_on, line)
+    widened = writer >= feature_line(WIDENING)
+    found = Findings(
+        OldQuery(
+            origin="the previous query's checkpoint",
+            from_checkpoint=False,
+            batches=True,
+            restart_batch=1,
+            last_committed=None,
+            operators=tuple(stateful_operator(s, old, widened) for s in state_ops),
+            sources=sources,
+            named=named,
+            widened=widened,
+            operator_metadata=writer >= feature_line(OPERATOR_METADATA),
+            # transformWithState's encoding, which the checkpoint pins (recorded as a fact)
+            avro=any((ENCODING_FACT, "avro") in s.meaning for s in state_ops),
+        ),
+        new,
+        None,
+        nullability_exact=widened or not _widened_by_its_spark(new),
     )
+    if made_on is not None and made_on != line:
+        found.warn(
+            "state_operators",
+            f"The previous fingerprint was made with PySpark {old.engine_version}; this "
+            f"verdict is Spark {line}'s, judged as if the checkpoint was written by Spark "
+            f"{writer}"
+            + (
+                f" (Spark {line} cannot check by name the operators of a checkpoint without "
+                "operator metadata)"
+                if writer < feature_line(OPERATOR_METADATA) <= line
+                else ""
+            )
+            + ".",
+        )
+    return _judge(found)
+
+
+def _widened_by_its_spark(fp: Fingerprint) -> bool:
+    """``fp`` was made on a Spark that widens state schemas to nullable (4.3+), or on an
+    unknown one (then the installed PySpark's line decides)."""
+    made_on = engine_line(fp.engine_version) or installed_line()
+    return made_on >= feature_line(WIDENING)
 
 
 def _require_streaming(new: Fingerprint, what: str) -> None:
@@ -172,6 +217,18 @@ def _judge(found: Findings) -> RestoreCheck:
     else:
         check_sources(found)
         check_state(found)
+        if not found.nullability_exact and found.new_ops:
+            made_with = found.new.engine_version or "installed"
+            found.warn(
+                "value_schema",
+                f"{capitalized(found.old.origin)} was written without the state schema "
+                f"widening of Spark 4.3 (a query started on an earlier line), and the new "
+                f"fingerprint was made with it (PySpark {made_with}): "
+                f"{found.spark} plans the restarted query without it, so whether a field that "
+                "could not be null may now be null (which Spark refuses) was not checked. "
+                "Check the program itself against the checkpoint "
+                "(opid check-restore CHECKPOINT PROGRAM) to have it compared.",
+            )
     return RestoreCheck(
         ENGINE,
         not found.problems,
