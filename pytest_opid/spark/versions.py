@@ -165,4 +165,7 @@ def require(feature: str, line: SparkLine | None = None) -> None:
     first = _FEATURES[feature]
     if have < first:
         shown = installed_version() if line is None and installed_version() else str(have)
-        raise OpidError(f"{feature} needs Spark {first} or later; this is Spark {shown}")
+        raise OpidError(
+            f"{feature} needs Spark {first} or later; this is Spark {shown}"
+            + ("" if line is None else " (the Spark line the restart is judged for)")
+        )

@@ -62,6 +62,7 @@ from pytest_opid.spark.versions import (
     feature_line,
     installed_line,
     judging_line,
+    require,
 )
 from pytest_opid.spark.vocabulary import (
     ALWAYS_NULLABLE,
@@ -205,6 +206,10 @@ def _require_streaming(new: Fingerprint, what: str) -> None:
             f"restarts on {what}; fingerprint the streaming DataFrame "
             "(spark.readStream...) or its StreamingQuery"
         )
+    # A line without transformWithState (3.5) cannot run the query at all: one line, not a
+    # verdict in words that line does not have.
+    if any(s.kind in TRANSFORM_WITH_STATE for s in new.state_operators):
+        require("transformWithState", judging_line())
 
 
 def _judge(found: Findings) -> RestoreCheck:

@@ -20,7 +20,7 @@ def as_nullable(schema: str | None) -> str | None:
         return None
     try:
         tree = json.loads(schema)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json reads
         return schema
     stack: list[Any] = [tree]
     while stack:  # a plain walk: schemas nest, recursion has no place here
@@ -40,4 +40,7 @@ def as_nullable(schema: str | None) -> str | None:
             node["valueContainsNull"] = True
             stack.append(node.get("keyType"))
             stack.append(node.get("valueType"))
-    return json.dumps(tree, separators=(",", ":"))
+    try:
+        return json.dumps(tree, separators=(",", ":"))
+    except RecursionError:
+        return schema
