@@ -39,6 +39,8 @@ a fingerprint, a problem that says so.
 
 from __future__ import annotations
 
+import json
+
 from pytest_opid.errors import DocumentError
 from pytest_opid.result import (
     Fingerprint,
@@ -46,6 +48,7 @@ from pytest_opid.result import (
 )
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.restart.findings import (
+    WIDENED_KINDS,
     Findings,
     OldQuery,
     OldSource,
@@ -54,6 +57,7 @@ from pytest_opid.spark.restart.findings import (
 )
 from pytest_opid.spark.restart.sources import check_sources
 from pytest_opid.spark.restart.state import check_state
+from pytest_opid.spark.restart.widening import as_nullable
 from pytest_opid.spark.source_entries import parse_source
 from pytest_opid.spark.versions import (
     OPERATOR_METADATA,
@@ -193,10 +197,29 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
 
 
 def _widened_by_its_spark(fp: Fingerprint) -> bool:
-    """``fp`` was made on a Spark that widens state schemas to nullable (4.3+), or on an
-    unknown one (then the installed PySpark's line decides)."""
+    """``fp``'s state schemas may have been widened to nullable by its own Spark (made on
+    4.3+, or on an unknown line where the installed one is 4.3+). A field that is not nullable
+    in a store Spark widens shows it was planned without the widening (as on a checkpoint
+    that pins none)."""
     made_on = engine_line(fp.engine_version) or installed_line()
-    return made_on >= feature_line(WIDENING)
+    if made_on < feature_line(WIDENING):
+        return False
+    for op in fp.state_operators or ():
+        if op.kind not in WIDENED_KINDS:
+            continue
+        for store in op.stores:
+            for schema in (store.key_schema, store.value_schema):
+                if schema is not None and as_nullable(schema) != _compact(schema):
+                    return False
+    return True
+
+
+def _compact(schema: str) -> str | None:
+    """The schema JSON as :func:`as_nullable` writes it, to compare the two."""
+    try:
+        return json.dumps(json.loads(schema), separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return schema
 
 
 def _require_streaming(new: Fingerprint, what: str) -> None:
