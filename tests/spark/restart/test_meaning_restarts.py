@@ -28,6 +28,10 @@ import pytest_opid
 from pytest_opid.result import RestoreCheck
 from tests.spark.restart_cases import build, extract
 
+pytestmark = pytest.mark.spark_line(
+    "4.3", reason="the data's truth is Spark 4.3.0's restarts (tests/data/meaning-restart)"
+)
+
 DATA = Path(__file__).resolve().parents[2] / "data" / "meaning-restart"
 RECORDS = {
     rec["case"]["id"]: rec

@@ -45,6 +45,10 @@ from tests.spark.restart_cases import (
     restart,
 )
 
+pytestmark = pytest.mark.spark_line(
+    "4.3", reason="the data's truth is Spark 4.3.0's restarts (tests/data/spark-restart)"
+)
+
 CASES = load_cases()
 
 #: Spark's failure (its error condition, else the Java exception) -> the first problem's kind.

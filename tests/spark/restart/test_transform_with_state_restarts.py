@@ -34,6 +34,10 @@ from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.checkpoint.text import render_text
 from pytest_opid.spark.vocabulary import PROPERTIES_STORE
 
+pytestmark = pytest.mark.spark_line(
+    "4.3", reason="the data's truth is Spark 4.3.0's restarts (tests/data/tws-restart)"
+)
+
 DATA = Path(__file__).resolve().parents[2] / "data" / "tws-restart"
 with gzip.open(DATA / "cases.jsonl.gz", "rt", encoding="utf-8") as _f:
     CASES = {rec["case"]["id"]: rec for rec in map(json.loads, _f)}
