@@ -3,21 +3,40 @@ Spark Connect one alike (``test_spark_connect.py`` compares their fingerprints).
 
 Each builder takes a session and the input paths, sets the session confs and temp views it
 needs through that session (on Connect they live in the server-side session only) and returns
-a DataFrame. Every stateful operator kind PySpark can build is here once.
+a DataFrame. Every stateful operator kind PySpark can build is here at least once (Spark's
+flatMapGroupsWithState and the Scala transformWithState are JVM APIs only: Python's are
+applyInPandasWithState and transformWithState / transformWithStateInPandas).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import Row
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
 
 EVENTS = "user LONG, page STRING, ts TIMESTAMP"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def write_events(root: Path) -> dict[str, str]:
+    """Two folders of JSON events (``events`` and ``clicks``) under ``root``: their paths."""
+    out = {}
+    for name in ("events", "clicks"):
+        folder = root / name
+        folder.mkdir()
+        with (folder / "part-0.json").open("w", encoding="utf-8") as f:
+            for i in range(30):
+                row = {"user": i % 4, "page": f"p{i % 3}", "ts": f"2024-01-01 00:00:{i:02d}"}
+                f.write(json.dumps(row) + "\n")
+        out[name] = str(folder)
+    return out
 
 
 def functions(spark: Any) -> Any:
@@ -90,6 +109,33 @@ def stream_join(spark: Any, paths: dict[str, str]) -> Any:
     )
 
 
+def dedupe_then_count(spark: Any, paths: dict[str, str]) -> Any:
+    """Two stateful operators in a row: state/0 and state/1 in plan order."""
+    F = functions(spark)
+    events = _events(spark, paths).withWatermark("ts", "1 minute").dropDuplicates(["user", "ts"])
+    return events.groupBy(F.window("ts", "10 seconds")).agg(F.max("user").alias("top"))
+
+
+def stream_static_join(spark: Any, paths: dict[str, str]) -> Any:
+    """A batch join inside a streaming query (the static side read from parquet), then an
+    aggregation."""
+    F = functions(spark)
+    orders = spark.read.parquet(paths["orders"]).selectExpr("customer_id AS user", "amount")
+    joined = _events(spark, paths).join(orders, "user", "left")
+    return joined.groupBy("page").agg(F.sum("amount").alias("spent"))
+
+
+def streaming_view_sql(spark: Any, paths: dict[str, str]) -> Any:
+    """A streaming temp view and SQL over it, with a session conf, all through the session."""
+    spark.conf.set("spark.sql.shuffle.partitions", "5")
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    _events(spark, paths).withWatermark("ts", "1 minute").createOrReplaceTempView("live_events")
+    return spark.sql(
+        "SELECT page, window(ts, '20 seconds') AS w, count(*) AS n, max(user) AS top "
+        "FROM live_events GROUP BY page, window(ts, '20 seconds')"
+    )
+
+
 def global_limit(spark: Any, paths: dict[str, str]) -> Any:
     return _events(spark, paths).limit(5)
 
@@ -143,6 +189,37 @@ def transform_with_state(spark: Any, paths: dict[str, str]) -> Any:
     )
 
 
+class RowCounter(StatefulProcessor):
+    """Counts rows per key in a ValueState, on Rows (transformWithState, not the pandas one)."""
+
+    def init(self, handle: Any) -> None:
+        self.count = handle.getValueState("count", StructType([StructField("n", LongType())]))
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Row]:
+        n = self.count.get()[0] if self.count.exists() else 0
+        for _ in rows:
+            n += 1
+        self.count.update((n,))
+        yield Row(user=key[0], n=n)
+
+    def close(self) -> None:
+        pass
+
+
+def transform_with_state_rows(spark: Any, paths: dict[str, str]) -> Any:
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    return (
+        _events(spark, paths)
+        .groupBy("user")
+        .transformWithState(
+            statefulProcessor=RowCounter(),
+            outputStructType="user LONG, n LONG",
+            outputMode="Update",
+            timeMode="None",
+        )
+    )
+
+
 #: name -> (builder, the stateful operator kinds its fingerprint must list, in state id order)
 CORPUS: dict[str, tuple[Callable[[Any, dict[str, str]], Any], tuple[str, ...]]] = {
     "join_aggregate": (join_aggregate, ()),
@@ -155,4 +232,8 @@ CORPUS: dict[str, tuple[Callable[[Any, dict[str, str]], Any], tuple[str, ...]]] 
     "global_limit": (global_limit, ("globalLimit",)),
     "pandas_with_state": (pandas_with_state, ("applyInPandasWithState",)),
     "transform_with_state": (transform_with_state, ("transformWithStateInPandasExec",)),
+    "transform_with_state_rows": (transform_with_state_rows, ("transformWithStateInPySparkExec",)),
+    "dedupe_then_count": (dedupe_then_count, ("dedupe", "stateStoreSave")),
+    "stream_static_join": (stream_static_join, ("stateStoreSave",)),
+    "streaming_view_sql": (streaming_view_sql, ("stateStoreSave",)),
 }

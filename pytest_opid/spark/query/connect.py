@@ -25,6 +25,9 @@ internal API and no transformWithState); on 3.5 a Connect object is refused nami
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
@@ -282,9 +285,10 @@ def replay_locally(obj: Any) -> ConnectReplay:
         holder, jvm.scala.Option.empty()
     )
     try:
-        logical = planner.transformRelation(proto)
+        with _quiet_analysis():
+            logical = planner.transformRelation(proto)
     except Exception as error:
-        raise _unresolved(name, where, error) from None
+        raise _unresolved(obj, name, where, error) from None
     named = _catalog_names(logical.treeString())
     if named:
         raise OpidError(
@@ -292,14 +296,14 @@ def replay_locally(obj: Any) -> ConnectReplay:
             f"the Spark Connect server at {where}, which this process cannot see; " + _WHAT_TO_DO
         )
     try:
-        jdf = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows(jsession, logical)
+        with _quiet_analysis():
+            jdf = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows(jsession, logical)
     except Exception as error:
-        raise _unresolved(name, where, error) from None
+        raise _unresolved(obj, name, where, error) from None
     local_schema = str(jdf.schema().json())
-    try:
-        remote_schema = obj.schema.json()
-    except Exception as error:
-        raise _unresolved(name, where, error) from None
+    remote_schema, remote_error = _remote_schema(obj)
+    if remote_schema is None:
+        raise _broken_remotely(name, where, remote_error)
     if _schema(local_schema) != _schema(remote_schema):
         raise OpidError(
             f"cannot fingerprint {name} locally: its plan resolves to another schema here than "
@@ -314,11 +318,88 @@ def replay_locally(obj: Any) -> ConnectReplay:
     return ConnectReplay(_classic_frame(sc, jsession, jdf), note)
 
 
-def _unresolved(name: str, where: str, error: Exception) -> OpidError:
+#: PySpark's loggers that print an analysis error, traceback and all, when it is raised: the
+#: replay's own errors become one line (``_unresolved``) instead.
+_ANALYSIS_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@contextmanager
+def _quiet_analysis() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _ANALYSIS_LOGGERS]
+    before = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, was in zip(loggers, before, strict=True):
+            logger.disabled = was
+
+
+def _remote_schema(obj: Any) -> tuple[str | None, Exception | None]:
+    """The schema the server resolves ``obj`` to (as JSON), or the error it answered with."""
+    try:
+        with _quiet_analysis():
+            return str(obj.schema.json()), None
+    except Exception as error:
+        return None, error
+
+
+def _broken_remotely(name: str, where: str, error: Exception | None) -> OpidError:
+    return OpidError(
+        f"cannot fingerprint {name}: its plan does not resolve on the Spark Connect server at "
+        f"{where} either ({_first_line(error) if error else 'no schema'}): the query itself "
+        "is at fault, not where it is read"
+    )
+
+
+def _unresolved(obj: Any, name: str, where: str, error: Exception) -> OpidError:
+    """Why a remote plan that fails here cannot be read here, in Spark's own terms: a view or
+    table of the server's catalog, a function of the server's session, or (the server resolving
+    it alike) another failure; where the server fails on it too, the query is at fault."""
+    remote_schema, remote_error = _remote_schema(obj)
+    if remote_schema is None:
+        return _broken_remotely(name, where, remote_error)
+    condition, parameters = _condition(error)
+    if condition == "TABLE_OR_VIEW_NOT_FOUND" and parameters.get("relationName"):
+        return OpidError(
+            f"cannot fingerprint {name} locally: it reads {_unquoted(parameters['relationName'])}"
+            f" from the catalog of the Spark Connect server at {where}, which this process "
+            "cannot see; " + _WHAT_TO_DO
+        )
+    if condition == "UNRESOLVED_ROUTINE" and parameters.get("routineName"):
+        return OpidError(
+            f"cannot fingerprint {name} locally: it calls {_unquoted(parameters['routineName'])},"
+            f" a function registered only in the session of the Spark Connect server at {where} "
+            "(spark.udf.register there), which this process cannot see; " + _WHAT_TO_DO
+        )
     return OpidError(
         f"cannot fingerprint {name} locally: its plan does not resolve in this process "
         f"({_first_line(error)}), only on the Spark Connect server at {where}; " + _WHAT_TO_DO
     )
+
+
+def _condition(error: Exception) -> tuple[str | None, dict[str, str]]:
+    """Spark's error condition and its message parameters, from PySpark's converted exception
+    or the JVM's ``SparkThrowable`` behind a py4j error."""
+    for source in (error, getattr(error, "java_exception", None)):
+        get = getattr(source, "getCondition", None)
+        if source is None or get is None:
+            continue
+        try:
+            condition = get()
+            parameters = source.getMessageParameters() or {}
+            return (str(condition) if condition else None), {
+                str(k): str(v) for k, v in dict(parameters).items()
+            }
+        except Exception:  # not a SparkThrowable after all
+            continue
+    return None, {}
+
+
+def _unquoted(identifier: str) -> str:
+    """``a`.`b`` as Spark quotes it in a message, as ``a.b``."""
+    return ".".join(part.strip("`") for part in identifier.split("`.`"))
 
 
 def _first_line(error: Exception) -> str:

@@ -9,7 +9,6 @@ session is not the one the replay resolves).
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ import pyspark
 
 import pytest_opid
 from pytest_opid.errors import OpidError
-from tests.spark.connect_corpus import CORPUS, EVENTS
+from tests.spark.connect_corpus import CORPUS, EVENTS, write_events
 
 pytestmark = pytest.mark.skipif(
     int(pyspark.__version__.split(".")[0]) < 4, reason="Connect replay is Spark 4's"
@@ -31,15 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def paths(tables: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("connect-inputs")
-    for name in ("events", "clicks"):
-        folder = root / name
-        folder.mkdir()
-        with (folder / "part-0.json").open("w", encoding="utf-8") as f:
-            for i in range(30):
-                row = {"user": i % 4, "page": f"p{i % 3}", "ts": f"2024-01-01 00:00:{i:02d}"}
-                f.write(json.dumps(row) + "\n")
-    return {**tables, "events": str(root / "events"), "clicks": str(root / "clicks")}
+    return {**tables, **write_events(tmp_path_factory.mktemp("connect-inputs"))}
 
 
 @pytest.fixture
