@@ -110,7 +110,7 @@ def stream_join(spark: Any, paths: dict[str, str]) -> Any:
 
 
 def dedupe_then_count(spark: Any, paths: dict[str, str]) -> Any:
-    """Two stateful operators in a row: state/0 and state/1 in plan order."""
+    """Two stateful operators in a row: a deduplication, then an aggregation."""
     F = functions(spark)
     events = _events(spark, paths).withWatermark("ts", "1 minute").dropDuplicates(["user", "ts"])
     return events.groupBy(F.window("ts", "10 seconds")).agg(F.max("user").alias("top"))
@@ -233,7 +233,8 @@ CORPUS: dict[str, tuple[Callable[[Any, dict[str, str]], Any], tuple[str, ...]]] 
     "pandas_with_state": (pandas_with_state, ("applyInPandasWithState",)),
     "transform_with_state": (transform_with_state, ("transformWithStateInPandasExec",)),
     "transform_with_state_rows": (transform_with_state_rows, ("transformWithStateInPySparkExec",)),
-    "dedupe_then_count": (dedupe_then_count, ("dedupe", "stateStoreSave")),
+    # Spark numbers state top-down (IncrementalExecution's state rule): the aggregation is 0.
+    "dedupe_then_count": (dedupe_then_count, ("stateStoreSave", "dedupe")),
     "stream_static_join": (stream_static_join, ("stateStoreSave",)),
     "streaming_view_sql": (streaming_view_sql, ("stateStoreSave",)),
 }
