@@ -382,7 +382,8 @@ def _unresolved(obj: Any, name: str, where: str, error: Exception) -> OpidError:
 def _condition(error: Exception) -> tuple[str | None, dict[str, str]]:
     """Spark's error condition and its message parameters, from PySpark's converted exception
     or the JVM's ``SparkThrowable`` behind a py4j error."""
-    for source in (error, getattr(error, "java_exception", None)):
+    sources: tuple[Any, ...] = (error, getattr(error, "java_exception", None))
+    for source in sources:
         get = getattr(source, "getCondition", None)
         if source is None or get is None:
             continue
