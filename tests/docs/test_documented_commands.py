@@ -40,6 +40,8 @@ ELSEWHERE = {
     'pip install "$(ls dist/pytest_opid-*.whl)[pytest,spark]"': "tox -e wheel, as written",
     "pytest --snapshot-update": "test_the_quick_starts_run_as_written (this module)",
     "pytest": "test_the_quick_starts_run_as_written (this module)",
+    "pytest --snapshot-update test_connect_jobs.py": "tests/docs/test_connect_page.py, as written",
+    "pytest test_connect_jobs.py": "tests/docs/test_connect_page.py, as written",
     "opid savepoint savepoints/prod/_metadata": "not run: the user's own savepoint",
     "opid check-restore savepoints/prod/ job.json": "not run: the user's own savepoint",
     "opid pin savepoints/prod/": "not run: the user's own savepoint",
