@@ -86,9 +86,16 @@ def replay(obj: Any) -> ConnectReplay:
     return replay_locally(obj)
 
 
+def _session_of(obj: Any) -> Any:
+    """The Connect session of a DataFrame (``sparkSession``) or a StreamingQuery, which has
+    no ``sparkSession`` but keeps its session as ``_session``."""
+    if _is_query(obj):
+        return getattr(obj, "_session", None)
+    return getattr(obj, "sparkSession", None)
+
+
 def _client_of(obj: Any, name: str) -> Any:
-    session = getattr(obj, "sparkSession", None) or getattr(obj, "_session", None)
-    client = getattr(session, "client", None)
+    client = getattr(_session_of(obj), "client", None)
     if client is None or not hasattr(client, "_session_id"):
         raise TypeError(
             f"pytest_opid.spark accepts a Spark Connect DataFrame or StreamingQuery; got {name}, "
@@ -159,7 +166,7 @@ def _serving(sc: Any) -> bool:
 def _ping(obj: Any, name: str, where: str) -> str:
     """The server's Spark version (one request, which also makes the client's session)."""
     try:
-        return str(obj.sparkSession.version)
+        return str(_session_of(obj).version)
     except Exception as error:
         raise OpidError(
             f"cannot fingerprint {name}: the Spark Connect server at {where} did not answer "
@@ -266,7 +273,7 @@ def replay_locally(obj: Any) -> ConnectReplay:
     jsession = jbase.newSession()
     remote_version = _ping(obj, name, where)
     try:
-        remote_confs = dict(obj.sparkSession.conf.getAll)
+        remote_confs = dict(_session_of(obj).conf.getAll)
     except Exception as error:
         raise OpidError(
             f"cannot fingerprint {name}: the Spark Connect server at {where} did not answer "

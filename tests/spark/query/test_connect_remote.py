@@ -44,8 +44,11 @@ def paths(tables: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> d
 
 
 @pytest.fixture
-def remote(spark: Any, server: str) -> Iterator[Any]:
-    """A Connect session of the remote server (``spark``: the local Spark a replay runs in)."""
+def remote(spark: Any, spark_connect: Any, server: str) -> Iterator[Any]:
+    """A Connect session of the remote server (``spark``: the local Spark a replay runs in).
+    With ``spark_connect`` this JVM serves Connect too, the harder case: the replay first asks
+    whether the client is one of its own (a query's refusal once blamed the server for not
+    answering, where only this process's question was wrong)."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     session = ConnectSession.builder.remote(server).create()
