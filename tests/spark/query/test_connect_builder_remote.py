@@ -1,0 +1,71 @@
+"""``SparkSession.builder.remote("local[...]")``: PySpark starts the Connect server in the
+process's own JVM, and the replay finds the client's session there, as with the
+``spark_connect`` fixture. Run in a Python process of its own (a JVM of its own: the test
+process's ``spark`` fixture already owns this one), its fingerprint sent back as saved JSON and
+compared with the classic fingerprint of the same code here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark.sql.connect.session")
+
+import pyspark
+
+import pytest_opid
+from tests.spark.connect_corpus import CORPUS, write_events
+
+pytestmark = pytest.mark.skipif(
+    int(pyspark.__version__.split(".")[0]) < 4, reason="Connect replay is Spark 4's"
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+
+CHILD = """
+import json, sys
+from pyspark.sql import SparkSession
+import pytest_opid
+from pytest_opid.plugin.spark import SPARK_CONF
+from tests.spark.connect_corpus import CORPUS
+
+builder = SparkSession.builder.remote("local[1]")
+for key in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone"):
+    builder = builder.config(key, SPARK_CONF[key])
+spark = builder.getOrCreate()
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+paths = json.loads(sys.argv[1])
+fp = pytest_opid.fingerprint(CORPUS[sys.argv[2]][0](spark, paths))
+print("NOTE", fp.note)
+print("FINGERPRINT", fp.to_json().replace("\\n", " "))
+spark.stop()
+"""
+
+
+@pytest.mark.parametrize("case", ["windowed_count", "transform_with_state"])
+def test_builder_remote_local_is_replayed_in_its_own_server_session(case, spark, tmp_path):
+    import json
+
+    paths = write_events(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SPARK_REMOTE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(paths), case],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    assert lines["NOTE"] == "None"  # the server's own session, not "replayed locally"
+    theirs = pytest_opid.fingerprint(CORPUS[case][0](spark.newSession(), paths))
+    ours = pytest_opid.Fingerprint.from_json(lines["FINGERPRINT"])
+    assert ours.to_json() == theirs.to_json()
+    assert [state.kind for state in ours.state_operators or ()] == list(CORPUS[case][1])
