@@ -14,6 +14,7 @@ import importlib.metadata
 import re
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -27,6 +28,9 @@ def _extra(name: str) -> list[Requirement]:
     return found
 
 
+@pytest.mark.spark_line(
+    "4.0", reason="transformWithState's protobuf messages are in PySpark from 4.0 on"
+)
 def test_the_spark_extra_installs_protobuf_that_pysparks_generated_code_accepts() -> None:
     import pyspark
 

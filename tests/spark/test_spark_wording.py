@@ -61,6 +61,9 @@ def baseline(pytester: pytest.Pytester, spark) -> pytest.Pytester:
     return pytester
 
 
+@pytest.mark.spark_line(
+    "4.0", reason="asserts Spark 4.x's error classes (3.5's words: tests/data/spark-restart-35)"
+)
 def test_a_new_aggregate_column_fails_in_spark_words_with_its_own_fix(baseline):
     result = _run(baseline, total=True)
     result.assert_outcomes(failed=1)
@@ -84,6 +87,9 @@ def test_a_new_aggregate_column_fails_in_spark_words_with_its_own_fix(baseline):
         assert word not in text, word
 
 
+@pytest.mark.spark_line(
+    "4.0", reason="asserts Spark 4.x's error classes (3.5's words: tests/data/spark-restart-35)"
+)
 def test_a_stateful_operator_put_in_front_gets_the_order_fix(baseline):
     result = _run(baseline, dedupe=True)
     result.assert_outcomes(failed=1)
@@ -125,6 +131,9 @@ def test_a_stages_check_fails_on_stages_only_and_says_so(baseline):
         assert word not in text, word
 
 
+@pytest.mark.spark_line(
+    "4.0", reason="asserts Spark 4.x's error classes (3.5's words: tests/data/spark-restart-35)"
+)
 def test_fixes_of_several_problems_are_listed_once_first_choice_first(spark, events_dir):
     """A deduplication dropped and the grouping key widened: two problems, each with its own
     fix, and the shared alternatives (new checkpoint, migrate state/<n>) once each."""

@@ -73,6 +73,13 @@ def more_events(tmp_path: Path, events_dir: Path) -> Path:
     return other
 
 
+#: state_directories reads the operator names from the operator metadata, which Spark writes
+#: from 4.0 on (3.5's checkpoints have none).
+OPERATOR_METADATA = pytest.mark.spark_line(
+    "4.0", reason="reads the operator metadata Spark writes from 4.0 on"
+)
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
@@ -85,6 +92,7 @@ def more_events(tmp_path: Path, events_dir: Path) -> Path:
         ("dedup_then_aggregation", {0: "stateStoreSave", 1: "dedupe"}),
     ],
 )
+@OPERATOR_METADATA
 def test_state_operator_ids_match_a_real_checkpoint(
     spark, events_dir, more_events, tmp_path, run_available_now, query, expected
 ):
@@ -96,6 +104,7 @@ def test_state_operator_ids_match_a_real_checkpoint(
     assert written == expected  # the scenario really has the stateful operators it claims
 
 
+@OPERATOR_METADATA
 def test_numbering_is_pre_order_parent_first_left_before_right(
     spark, events_dir, more_events, tmp_path, run_available_now
 ):
@@ -183,6 +192,7 @@ def test_filter_upstream_changes_the_ids_below_it_not_the_state_numbering(spark,
     ]
 
 
+@OPERATOR_METADATA
 def test_a_new_stateful_operator_in_front_shifts_the_state_ids(
     spark, events_dir, tmp_path, run_available_now
 ):
