@@ -145,7 +145,9 @@ def _check_program(path: Path, program: Any, allow_non_restored_state: bool) -> 
     what the new state schemas are: a checkpoint started before Spark 4.3 has none, and 4.3
     then plans the query without it (its nullability as Spark 3.5 to 4.2 build it)."""
     checkpoint = read_checkpoint(path)
-    session = None if is_connect(program) else getattr(program, "sparkSession", None)
+    # A Connect DataFrame's session too: its conf is the server-side session's, which the
+    # replay plans in (or copies, replaying a remote plan locally).
+    session = getattr(program, "sparkSession", None)
     if session is None or installed_line() < feature_line(WIDENING):
         return check_checkpoint(checkpoint, fingerprint(program))
     pinned = checkpoint.confs.get(ALWAYS_NULLABLE, "false")

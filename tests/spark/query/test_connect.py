@@ -21,7 +21,7 @@ import pyspark
 
 import pytest_opid
 from pytest_opid.errors import OpidError
-from tests.spark.connect_corpus import CORPUS, EVENTS, write_events
+from tests.spark.connect_corpus import CORPUS, EVENTS, functions, write_events
 
 pytestmark = pytest.mark.skipif(
     int(pyspark.__version__.split(".")[0]) < 4, reason="Connect replay is Spark 4's"
@@ -167,3 +167,36 @@ def test_the_marked_test_judges_a_connect_refactor_as_a_classic_one(
     for snapshot, before in zip(snapshots, texts, strict=True):
         assert snapshot.read_text(encoding="utf-8") == before  # nothing overwritten
     shutil.rmtree(pytester.path / "__snapshots__", ignore_errors=True)
+
+
+def test_a_connect_program_is_planned_with_the_settings_its_checkpoint_pins(
+    sessions, paths, tmp_path
+):
+    # A checkpoint started without the state schema widening (as every one before Spark 4.3):
+    # a restarted query is planned without it, from Connect as from classic code.
+    classic, connect = sessions
+    checkpoint = tmp_path / "checkpoint"
+    starter = classic.newSession()
+    starter.conf.set("spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled", "false")
+
+    def totals(spark: Any, swapped: bool) -> Any:
+        spark.conf.set("spark.sql.shuffle.partitions", "3")
+        F = functions(spark)
+        aggregates = [F.sum("user").alias("s"), F.count("*").alias("n")]
+        events = spark.readStream.schema(EVENTS).json(paths["events"])
+        return events.groupBy("page").agg(*(aggregates[::-1] if swapped else aggregates))
+
+    query = (
+        totals(starter, swapped=False)
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    query.stop()
+    ours = pytest_opid.check_restore(checkpoint, totals(connect, swapped=True))
+    theirs = pytest_opid.check_restore(checkpoint, totals(classic.newSession(), swapped=True))
+    assert ours.to_dict() == theirs.to_dict()
+    assert not theirs.restorable  # the count's non-nullable field meets the sum's nullable one
