@@ -18,8 +18,12 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import Row
 from pyspark.sql.streaming.state import GroupStateTimeout
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
+
+try:
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+except ImportError:  # PySpark 3.5 has no transformWithState: tests using it need 4.0
+    StatefulProcessor = object  # type: ignore[assignment,misc]
 
 EVENTS = "user LONG, page STRING, ts TIMESTAMP"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -23,9 +23,7 @@ import pytest_opid
 from pytest_opid.errors import OpidError
 from tests.spark.connect_corpus import CORPUS, EVENTS, functions, write_events
 
-pytestmark = pytest.mark.skipif(
-    int(pyspark.__version__.split(".")[0]) < 4, reason="Connect replay is Spark 4's"
-)
+pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
 
 
 @pytest.fixture(scope="module")
