@@ -27,6 +27,7 @@ except ImportError:  # PySpark 3.5 has no transformWithState: tests using it nee
 
 EVENTS = "user LONG, page STRING, ts TIMESTAMP"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+ALWAYS_NULLABLE = "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled"
 
 
 def write_events(root: Path) -> dict[str, str]:
@@ -191,6 +192,33 @@ def transform_with_state(spark: Any, paths: dict[str, str]) -> Any:
             timeMode="None",
         )
     )
+
+
+def totals(spark: Any, paths: dict[str, str], swapped: bool = False) -> Any:
+    """A sum and a count per page, or (``swapped``) the count first: a refactor Spark refuses
+    on a checkpoint started without the state schema widening (every one before Spark 4.3)."""
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    F = functions(spark)
+    aggregates = [F.sum("user").alias("s"), F.count("*").alias("n")]
+    events = _events(spark, paths)
+    return events.groupBy("page").agg(*(aggregates[::-1] if swapped else aggregates))
+
+
+def start_unwidened(spark: Any, paths: dict[str, str], checkpoint: str) -> None:
+    """Run :func:`totals` to its end on ``checkpoint`` in a new session of ``spark`` (classic)
+    without the state schema widening, as Spark before 4.3 starts a query."""
+    starter = spark.newSession()
+    starter.conf.set(ALWAYS_NULLABLE, "false")
+    query = (
+        totals(starter, paths)
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    query.stop()
 
 
 class RowCounter(StatefulProcessor):

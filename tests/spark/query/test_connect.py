@@ -21,7 +21,13 @@ import pyspark
 
 import pytest_opid
 from pytest_opid.errors import OpidError
-from tests.spark.connect_corpus import CORPUS, EVENTS, functions, write_events
+from tests.spark.connect_corpus import (
+    CORPUS,
+    EVENTS,
+    start_unwidened,
+    totals,
+    write_events,
+)
 
 pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
 
@@ -170,31 +176,12 @@ def test_the_marked_test_judges_a_connect_refactor_as_a_classic_one(
 def test_a_connect_program_is_planned_with_the_settings_its_checkpoint_pins(
     sessions, paths, tmp_path
 ):
-    # A checkpoint started without the state schema widening (as every one before Spark 4.3):
-    # a restarted query is planned without it, from Connect as from classic code.
+    # A restarted query is planned with the settings its checkpoint pins (here: no state
+    # schema widening), from Connect as from classic code.
     classic, connect = sessions
-    checkpoint = tmp_path / "checkpoint"
-    starter = classic.newSession()
-    starter.conf.set("spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled", "false")
-
-    def totals(spark: Any, swapped: bool) -> Any:
-        spark.conf.set("spark.sql.shuffle.partitions", "3")
-        F = functions(spark)
-        aggregates = [F.sum("user").alias("s"), F.count("*").alias("n")]
-        events = spark.readStream.schema(EVENTS).json(paths["events"])
-        return events.groupBy("page").agg(*(aggregates[::-1] if swapped else aggregates))
-
-    query = (
-        totals(starter, swapped=False)
-        .writeStream.format("noop")
-        .outputMode("update")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    query.stop()
-    ours = pytest_opid.check_restore(checkpoint, totals(connect, swapped=True))
-    theirs = pytest_opid.check_restore(checkpoint, totals(classic.newSession(), swapped=True))
+    checkpoint = str(tmp_path / "checkpoint")
+    start_unwidened(classic, paths, checkpoint)
+    ours = pytest_opid.check_restore(checkpoint, totals(connect, paths, swapped=True))
+    theirs = pytest_opid.check_restore(checkpoint, totals(classic, paths, swapped=True))
     assert ours.to_dict() == theirs.to_dict()
     assert not theirs.restorable  # the count's non-nullable field meets the sum's nullable one

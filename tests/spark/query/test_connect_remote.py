@@ -20,7 +20,7 @@ import pyspark
 
 import pytest_opid
 from pytest_opid.errors import OpidError
-from tests.spark.connect_corpus import CORPUS, EVENTS, write_events
+from tests.spark.connect_corpus import CORPUS, EVENTS, start_unwidened, totals, write_events
 from tests.spark.connect_server import remote_server
 
 pytestmark = pytest.mark.skipif(
@@ -139,3 +139,15 @@ def test_a_query_the_server_cannot_resolve_either_is_said_to_be_at_fault(remote,
     assert "either ([UNRESOLVED_ROUTINE] Cannot resolve routine `no_such_function`" in message
     assert "the query itself is at fault" in message
     assert "registered only" not in message
+
+
+def test_a_remote_program_is_planned_with_the_settings_its_checkpoint_pins(
+    spark, remote, paths, tmp_path
+):
+    # The pinned setting is set on the remote session and comes along with its confs.
+    checkpoint = str(tmp_path / "checkpoint")
+    start_unwidened(spark, paths, checkpoint)
+    ours = pytest_opid.check_restore(checkpoint, totals(remote, paths, swapped=True))
+    theirs = pytest_opid.check_restore(checkpoint, totals(spark.newSession(), paths, swapped=True))
+    assert ours.to_dict() == theirs.to_dict()
+    assert not theirs.restorable
