@@ -14,6 +14,8 @@ from tests.spark.test_readme_walkthrough import blocks
 
 pytest.importorskip("pyspark.sql.connect.session")
 
+pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "pyspark-connect.md"
 

@@ -15,14 +15,10 @@ import pytest
 
 pytest.importorskip("pyspark.sql.connect.session")
 
-import pyspark
-
 import pytest_opid
 from tests.spark.connect_corpus import CORPUS, write_events
 
-pytestmark = pytest.mark.skipif(
-    int(pyspark.__version__.split(".")[0]) < 4, reason="Connect replay is Spark 4's"
-)
+pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -16,16 +16,12 @@ import pytest
 
 pytest.importorskip("pyspark.sql.connect.session")
 
-import pyspark
-
 import pytest_opid
 from pytest_opid.errors import OpidError
 from tests.spark.connect_corpus import CORPUS, EVENTS, start_unwidened, totals, write_events
 from tests.spark.connect_server import remote_server
 
-pytestmark = pytest.mark.skipif(
-    int(pyspark.__version__.split(".")[0]) < 4, reason="Connect replay is Spark 4's"
-)
+pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
 
 #: Pipelines that read nothing but paths (no view, conf-free or conf set through the session):
 #: they resolve here as on the server.
