@@ -52,6 +52,9 @@ __all__ = ["main"]
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
+#: ``opid check-restore``: the engine restores, but what the state means could not be
+#: checked from the previous state given (a Spark checkpoint keeps no plan)
+EXIT_UNVERIFIED = 3
 #: Longest error line printed; longer messages are cut (they never echo whole inputs).
 _MAX_ERROR = 300
 
@@ -181,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
         "checkpoint (directory or _metadata), a Spark checkpoint directory, a saved fingerprint "
         "or an .opid snapshot. Exit 0 when restorable and safe, 1 when not restorable or "
         "not safe (Spark restarts, but a stateful operator reads its state as something "
-        "else), 2 on bad input.",
+        "else), 2 on bad input, 3 when restorable but the state's meaning could not be "
+        "verified (a Spark checkpoint keeps no window or key expression: add "
+        "--previous-fingerprint).",
     )
     restore.add_argument("previous", metavar="PREVIOUS", help="the previous state (a path)")
     restore.add_argument("program", metavar="PROGRAM", help="the new program (a file, or -)")
@@ -195,6 +200,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 0 when the engine restores, even where a stateful operator would read its "
         "state under another meaning (the results would be wrong)",
+    )
+    restore.add_argument(
+        "--previous-fingerprint",
+        metavar="OLD",
+        default=None,
+        help="Spark: the saved fingerprint or .opid snapshot of the query that wrote the "
+        "checkpoint PREVIOUS; the state's meaning (windows, keys, aggregates), which a "
+        "checkpoint does not keep, is verified against it",
     )
     restore.add_argument(
         "--spark-version",
@@ -424,14 +437,21 @@ def _save(path: str, text: str) -> None:
 
 def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid check-restore PREVIOUS PROGRAM``: exit 0 when restorable and safe (or, with
-    ``--allow-reinterpreted-state``, restorable), 1 when not."""
+    ``--allow-reinterpreted-state``, restorable), 1 when not, 3 when restorable but the
+    state's meaning was not verified."""
     program = load_input(args.program)
+    was = None if args.previous_fingerprint is None else load_input(args.previous_fingerprint)
     with _judged_for(args.spark_version):
         result = check_restore(
-            args.previous, program, allow_non_restored_state=args.allow_non_restored_state
+            args.previous,
+            program,
+            allow_non_restored_state=args.allow_non_restored_state,
+            previous_fingerprint=was,
         )
     accepted = result.safe or (result.restorable and args.allow_reinterpreted_state)
     code = EXIT_OK if accepted else EXIT_FAILED
+    if code == EXIT_OK and not result.meaning_verified and not args.allow_reinterpreted_state:
+        code = EXIT_UNVERIFIED
     if args.json:
         return code, _json(result.to_dict())
     return code, render_restore(result) + "\n"

@@ -20,7 +20,11 @@ __all__ = ["check_restore"]
 
 
 def check_restore(
-    previous: Any, program: Any, *, allow_non_restored_state: bool = False
+    previous: Any,
+    program: Any,
+    *,
+    allow_non_restored_state: bool = False,
+    previous_fingerprint: Any = None,
 ) -> RestoreCheck:
     """The engine's verdict on restoring ``program`` from ``previous``.
 
@@ -28,6 +32,9 @@ def check_restore(
     checkpoint directory, a saved fingerprint or an ``.opid`` snapshot (a path), or a
     :class:`Fingerprint`. ``program``: anything :func:`pytest_opid.fingerprint` accepts.
     ``allow_non_restored_state`` mirrors Flink's ``--allowNonRestoredState``.
+    ``previous_fingerprint``: the fingerprint (or a saved one, a snapshot) of the job that
+    wrote ``previous``, for what the state on disk does not keep (a Spark checkpoint keeps no
+    window or key expression): the verdict then checks both.
     """
     if isinstance(previous, (str, os.PathLike)):
         path = Path(previous)
@@ -35,10 +42,27 @@ def check_restore(
             raise DocumentError(f"{path}: no such file or directory")
         source = restore_source(path)
         if source is not None:
+            if previous_fingerprint is not None:
+                if source.check_with_previous is None:
+                    raise DocumentError(
+                        f"{path}: a {source.name} keeps everything its restore is judged by; "
+                        "the previous fingerprint is for a Spark checkpoint"
+                    )
+                was = (
+                    previous_fingerprint
+                    if isinstance(previous_fingerprint, Fingerprint)
+                    else fingerprint(previous_fingerprint)
+                )
+                return source.check_with_previous(path, program, allow_non_restored_state, was)
             if source.check_program is not None and not isinstance(program, Fingerprint):
                 return source.check_program(path, program, allow_non_restored_state)
             new = program if isinstance(program, Fingerprint) else fingerprint(program)
             return source.check(path, new, allow_non_restored_state)
+    if previous_fingerprint is not None:
+        raise DocumentError(
+            "the previous fingerprint goes with a Spark checkpoint directory, which keeps no "
+            "plan; the previous state here is a fingerprint already"
+        )
         if path.is_dir():
             raise DocumentError(
                 f"{path}: a directory, but neither a savepoint/checkpoint (no _metadata) "

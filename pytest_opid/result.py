@@ -211,19 +211,35 @@ class RestoreCheck:
     #: Restores the engine accepts but that hand a stateful operator state written under
     #: another definition (another grouping key, aggregate, window...): results go wrong.
     reinterpreted: tuple[RestoreProblem, ...] = ()
+    #: The facts the verdict rests on, checked (``sources``, ``state schemas``, ``state
+    #: meaning``...): what the previous state's source could show.
+    verified: tuple[str, ...] = ()
+    #: What decides whether the restored state means the same and could not be checked from
+    #: the previous state's source (a checkpoint keeps no window or key expression), each
+    #: saying how to check it. The restore may be safe or not: nobody knows.
+    unverified: tuple[RestoreProblem, ...] = ()
 
     @property
     def safe(self) -> bool:
-        """Restorable, and every stateful operator reads its state with the same meaning."""
+        """Restorable, and no stateful operator is known to read its state with another
+        meaning (:attr:`meaning_verified` says whether that was checked)."""
         return self.restorable and not self.reinterpreted
+
+    @property
+    def meaning_verified(self) -> bool:
+        """Nothing that decides the restored state's meaning was left unchecked."""
+        return not self.unverified
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
             "restorable": self.restorable,
             "safe": self.safe,
+            "meaning_verified": self.meaning_verified,
+            "verified": list(self.verified),
             "problems": [p.to_dict() for p in self.problems],
             "reinterpreted": [r.to_dict() for r in self.reinterpreted],
+            "unverified": [u.to_dict() for u in self.unverified],
             "warnings": [w.to_dict() for w in self.warnings],
         }
 

@@ -83,6 +83,10 @@ class RestoreSource:
     #: the same for a program not yet fingerprinted, where the engine plans a restarted job
     #: with settings the state pins (Spark's checkpoint confs); ``None``: fingerprint, check
     check_program: Callable[[Path, Any, bool], RestoreCheck] | None = None
+    #: (path, program or its fingerprint, allow_non_restored_state, the fingerprint of the job
+    #: that wrote the state) -> the verdict, for what the state on
+    #: disk does not keep (a Spark checkpoint keeps no plan); None: the source keeps it all.
+    check_with_previous: Callable[[Path, Any, bool, Fingerprint], RestoreCheck] | None = None
 
 
 class _Registry:

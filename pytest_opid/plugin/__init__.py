@@ -204,6 +204,9 @@ class Recorder:
         self._entries: list[_Entry] = []
         self._asserted: set[str] = set()  # snapshot locations asserted by the check
         self._olds: dict[int | str, Fingerprint] = {}  # snapshots read back, for --opid-html
+        #: each recorded topology's snapshot as read (unchanged: the topology itself), the
+        #: query that wrote previous='s checkpoint, for what a checkpoint does not keep
+        self._snapshots: dict[int | str, Fingerprint] = {}
         self._stale: list[str] = []  # snapshots the check passed although their text differs
         self._unnamed = 0
         self._location: Any = None  # syrupy's PyTestLocation of the test
@@ -313,7 +316,7 @@ class Recorder:
     def _restore_warnings(self, result: RestoreCheck, title: str) -> None:
         """Every warning ``opid check-restore`` prints, and the reinterpreted state a test
         accepted, reach the test's output: a passing test never hides what the CLI says."""
-        for item in (*result.reinterpreted, *result.warnings):
+        for item in (*result.reinterpreted, *result.unverified, *result.warnings):
             head = item.message.split("\nFix:", 1)[0]
             self._item.warn(OpidRestoreWarning(_safe(f"{title} {head}")))
 
@@ -324,6 +327,7 @@ class Recorder:
         if previous is None:
             return []
         from pytest_opid.errors import OpidError
+        from pytest_opid.io.registry import restore_source
         from pytest_opid.render.restore import render_restore
         from pytest_opid.restore import check_restore
 
@@ -331,10 +335,20 @@ class Recorder:
         where = _relative(str(path), self._item.config.rootpath)
         allow = bool(marker.kwargs.get("allow_non_restored_state", False))  # type: ignore[union-attr]
         accept = self._allow_reinterpreted()
+        # A Spark checkpoint keeps no plan: the snapshot, the query that wrote it, says what
+        # its state means.
+        source = restore_source(path) if path.exists() else None
+        with_plan = source is not None and source.check_with_previous is not None
         failures = []
         for entry in self._entries:
+            written_by = self._snapshots.get(entry.key) if with_plan else None
             try:
-                result = check_restore(path, entry.fingerprint, allow_non_restored_state=allow)
+                result = check_restore(
+                    path,
+                    entry.fingerprint,
+                    allow_non_restored_state=allow,
+                    previous_fingerprint=written_by,
+                )
             except OpidError as exc:
                 failures.append(f"Restore from {where}: {exc}")
                 continue
@@ -395,6 +409,7 @@ class Recorder:
             judged.failure = f"{title} {exc.filename or where}: {exc.strerror or exc}"
             return judged
         if recalled == text:
+            self._snapshots[entry.key] = entry.fingerprint
             return judged
         judged.write = update  # --snapshot-update: any difference is written back
         if recalled is None:
@@ -414,6 +429,7 @@ class Recorder:
                 judged.failure = f"Snapshot {name}: {exc}; {again}"
             return judged
         self._olds[entry.key] = old
+        self._snapshots[entry.key] = old
         check = self._check or Check.default_for(entry.fingerprint)
         try:
             comparison = compare(

@@ -24,6 +24,14 @@ def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
         )
         if check.warnings:
             head += f"; {plural(len(check.warnings), 'warning')}"
+    elif check.restorable and check.unverified:
+        head = (
+            "Restorable, meaning not verified: the new job starts from the previous state, "
+            "but what decides whether it reads that state as it was written could not be "
+            "checked here"
+        )
+        if check.warnings:
+            head += f"; {plural(len(check.warnings), 'warning')}"
     elif check.restorable:
         head = "Restorable: the new job starts from the previous state"
         if check.warnings:
@@ -33,9 +41,12 @@ def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
         if check.warnings:
             head += f" and {plural(len(check.warnings), 'warning')}"
     lines = [head + "."]
+    if check.verified:
+        lines.append(f"Verified: {', '.join(check.verified)}.")
     sections = (
         ("Problems", check.problems),
         ("Reinterpreted state (the restart succeeds, the results are wrong)", check.reinterpreted),
+        ("Not verified", check.unverified),
         ("Warnings", check.warnings),
     )
     for title, items in sections:

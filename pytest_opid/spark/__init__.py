@@ -138,7 +138,9 @@ def _check_checkpoint(path: Path, new: Fingerprint, allow_non_restored_state: bo
     return check_checkpoint(read_checkpoint(path), new)
 
 
-def _check_program(path: Path, program: Any, allow_non_restored_state: bool) -> RestoreCheck:
+def _check_program(
+    path: Path, program: Any, allow_non_restored_state: bool, previous: Fingerprint | None = None
+) -> RestoreCheck:
     """Spark's verdict on restarting ``program`` on the checkpoint at ``path``, the program
     planned as Spark plans a restarted query: with the settings the checkpoint's offset log
     pins (``OffsetSeqMetadata.setSessionConf``). Of those, the state schema widening decides
@@ -149,7 +151,7 @@ def _check_program(path: Path, program: Any, allow_non_restored_state: bool) -> 
     # replay plans in (or copies, replaying a remote plan locally).
     session = getattr(program, "sparkSession", None)
     if session is None or installed_line() < feature_line(WIDENING):
-        return check_checkpoint(checkpoint, fingerprint(program))
+        return check_checkpoint(checkpoint, fingerprint(program), previous=previous)
     pinned = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
     before = session.conf.get(ALWAYS_NULLABLE, None)
     session.conf.set(ALWAYS_NULLABLE, pinned)
@@ -160,7 +162,18 @@ def _check_program(path: Path, program: Any, allow_non_restored_state: bool) -> 
             session.conf.unset(ALWAYS_NULLABLE)
         else:
             session.conf.set(ALWAYS_NULLABLE, before)
-    return check_checkpoint(checkpoint, new, planned=True)
+    return check_checkpoint(checkpoint, new, planned=True, previous=previous)
+
+
+def _check_checkpoint_with(
+    path: Path, program: Any, allow_non_restored_state: bool, previous: Fingerprint
+) -> RestoreCheck:
+    """:func:`_check_program` (or for a fingerprint :func:`_check_checkpoint`), the state's
+    meaning judged against ``previous``, the fingerprint of the query that wrote the
+    checkpoint."""
+    if isinstance(program, Fingerprint):
+        return check_checkpoint(read_checkpoint(path), program, previous=previous)
+    return _check_program(path, program, allow_non_restored_state, previous)
 
 
 def register() -> None:
@@ -177,5 +190,11 @@ def register() -> None:
     register_hint(_pandas_hint)
     register_engine(SparkRules())
     register_restore_source(
-        RestoreSource("spark-checkpoint", _is_checkpoint, _check_checkpoint, _check_program)
+        RestoreSource(
+            "spark-checkpoint",
+            _is_checkpoint,
+            _check_checkpoint,
+            _check_program,
+            check_with_previous=_check_checkpoint_with,
+        )
     )

@@ -97,6 +97,10 @@ def operator_meaning(
         word = str(timeout.get("object", "")) if isinstance(timeout, dict) else ""
         facts.append(("timeout", word.rsplit(".", 1)[-1].rstrip("$") or UNKNOWN))
         facts.append(("output mode", _mode(node.get("outputMode"))))
+    elif cls.startswith("TransformWithState"):
+        # Its state is filed under the grouping key as under any other operator's: another
+        # key of the same type restarts and reads per-session state as per-user state.
+        facts += _keys(plan, node.get("groupingAttributes"), "key")
     elif cls == "StreamingGlobalLimitExec":
         limit = node.get("streamLimit")
         facts.append(("limit", str(limit) if isinstance(limit, int) else UNKNOWN))

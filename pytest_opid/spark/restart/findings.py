@@ -40,7 +40,8 @@ class StatefulOperator:
     schemas_known: bool = True
     label: str = ""  # how the fingerprint names it (StateStoreSave(string)), if known
     operator_id: str | None = None
-    meaning: tuple[tuple[str, str], ...] = ()  # spark.query.meaning's facts; () from a checkpoint
+    #: spark.query.meaning's facts; () from a checkpoint alone
+    meaning: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class OldQuery:
     #: stateful operators by name; without it (Spark 3.5's), only by position
     operator_metadata: bool
     avro: bool  # transformWithState values evolve as Avro allows
+    #: a checkpoint judged with the fingerprint of the query that wrote it: its operators
+    #: carry that query's state meaning
+    with_plan: bool = False
 
 
 def stateful_operator(s: StateOperator, fp: Fingerprint, widened: bool = False) -> StatefulOperator:
@@ -120,6 +124,8 @@ class Findings:
         self.problems: list[RestoreProblem] = []
         self.warnings: list[RestoreProblem] = []
         self.reinterpreted: list[RestoreProblem] = []
+        #: what decides the state's meaning and could not be checked, with how to check it
+        self.unverified: list[RestoreProblem] = []
         #: the Spark line whose restart this predicts, and how its messages name it
         self.line = judging_line()
         self.spark = f"Spark {self.line}"
@@ -137,6 +143,10 @@ class Findings:
 
     def warn(self, kind: str, message: str, **where: Any) -> None:
         self.warnings.append(RestoreProblem(kind, message, **where))
+
+    def unverify(self, kind: str, message: str, **where: Any) -> None:
+        """What the state means could not be checked from what the old query left."""
+        self.unverified.append(RestoreProblem(kind, message, **where))
 
     def reinterpret(self, kind: str, message: str, **where: Any) -> None:
         """Spark restarts, but the operator reads state written under another definition."""

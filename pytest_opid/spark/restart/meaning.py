@@ -25,6 +25,9 @@ class Change(NamedTuple):
     kind: str  # key_meaning, aggregate_meaning, window_meaning, join_meaning, state_meaning
     reinterprets: bool
     message: str
+    #: False: the change may or may not reinterpret the state; what the old query left (a
+    #: checkpoint) cannot tell, and the message says how to check it
+    verified: bool = True
 
 
 #: Positional facts: ``<family> N``, compared as lists.
@@ -333,7 +336,7 @@ def checkpoint_meaning(
                 if column == was:
                     continue  # the same column, perhaps under a new name
                 if was == now:
-                    unsure.append(f"{was} (now {_bare(value)})")
+                    unsure.append(f"key {i} {was} (now {_bare(value)})")
                 elif was in new_names:
                     changed.append(f"key {i} was {was}, is now {now}")
                 else:
@@ -359,10 +362,10 @@ def checkpoint_meaning(
                     Change(
                         "key_meaning",
                         False,
-                        f"{head}: the new query computes key {', '.join(unsure)} under the "
-                        "name the checkpoint records; the checkpoint keeps names, not "
-                        "expressions, so whether the old query computed it the same way was "
-                        "not checked: judge against the old query's snapshot or fingerprint",
+                        f"{head}: {'; '.join(unsure)} is computed under the name the "
+                        "checkpoint records, which keeps names, not expressions. "
+                        + CHECK_WITH_PREVIOUS,
+                        verified=False,
                     )
                 )
     aggregates = operator in AGGREGATIONS
@@ -400,7 +403,7 @@ def checkpoint_meaning(
     unchecked = []
     if windows:
         unchecked.append(f"the window's duration, slide or gap (now {', '.join(windows)})")
-    inputs = [_bare(v) for v in facts.get("aggregate", []) if "(" in v and "()" not in v]
+    inputs = [_bare(v) for v in facts.get("aggregate", []) if _reads_columns(_bare(v))]
     if aggregates and inputs:
         unchecked.append(f"the aggregates' input columns (now {', '.join(inputs)})")
     join_keys = facts.get("left key", []) + facts.get("right key", [])
@@ -415,12 +418,33 @@ def checkpoint_meaning(
             Change(
                 "window_meaning" if windows else "state_meaning",
                 False,
-                f"{head}: the checkpoint keeps the state's field names and types, not the plan, "
-                f"so {'; '.join(unchecked)} were not checked: judge against the old query's "
-                "snapshot or fingerprint",
+                f"{head}: not verified: {'; '.join(unchecked)}; the checkpoint keeps the "
+                f"state's field names and types, not the plan. {CHECK_WITH_PREVIOUS}",
+                verified=False,
             )
         )
     return out
+
+
+#: How to verify what a checkpoint alone cannot show.
+CHECK_WITH_PREVIOUS = (
+    "To verify it: opid check-restore CHECKPOINT NEW --previous-fingerprint OLD.json (the "
+    "fingerprint or snapshot of the query that wrote the checkpoint), or in pytest keep the "
+    "query's snapshot next to previous=."
+)
+
+
+#: An aggregate's argument that reads no column: ``*``, a number, a string, null.
+_NO_COLUMN = re.compile(r"^(?:DISTINCT )?(?:\*|-?[0-9][0-9.]*[LDSYF]?|'[^']*'|null|true|false)$")
+
+
+def _reads_columns(aggregate: str) -> bool:
+    """``sum(v)`` reads a column, whose expression a checkpoint does not keep; ``count(1)``
+    (``count(*)``) and ``count()`` read none."""
+    if "(" not in aggregate or not aggregate.endswith(")"):
+        return False
+    inner = aggregate.split("(", 1)[1][:-1].strip()
+    return bool(inner) and not all(_NO_COLUMN.match(a.strip()) for a in inner.split(","))
 
 
 def _side_values(

@@ -4,6 +4,7 @@ meaning and partitions."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from pytest_opid.spark.restart.findings import Findings, StatefulOperator
@@ -212,8 +213,11 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
     (:mod:`pytest_opid.spark.query.meaning`): not safe. transformWithState's variables are judged
     with its properties."""
     if new.name in TRANSFORM_WITH_STATE:
-        return
-    if found.old.from_checkpoint:
+        # its variables are judged with its properties; its grouping key here, as any key
+        old, new = _keys_only(old), _keys_only(new)
+        if not new.meaning or (not old.meaning and not found.old.from_checkpoint):
+            return  # a snapshot from before the keys were recorded: nothing to compare
+    if found.old.from_checkpoint and not old.meaning:
         changes = checkpoint_meaning(
             new.number, new.name or "", old.stores, new.stores, new.meaning
         )
@@ -225,8 +229,28 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
     for change in changes:
         if change.reinterprets:
             found.reinterpret(change.kind, change.message + FIX_MEANING, **where)
+        elif not change.verified:
+            found.unverify(change.kind, change.message, **where)
         else:
             found.warn(change.kind, change.message, **where)
+
+
+def _keys_only(op: StatefulOperator) -> StatefulOperator:
+    """``op`` with only its grouping key facts, and its key schema as the checkpoint files
+    it in every column family (the first one's)."""
+    keys = tuple(f for f in op.meaning if f[0].startswith("key "))
+    # a value or list variable's column family is keyed by the grouping key alone (a map's by
+    # the grouping key and its user key, a timer's by the key and a time)
+    first = next(
+        (
+            key
+            for _, (key, _) in sorted(op.stores.items())
+            if key is not None and key.count('"name"') == len(keys)
+        ),
+        None,
+    )
+    stores = {"default": (first, None)} if first is not None else {}
+    return dataclasses.replace(op, meaning=keys, stores=stores)
 
 
 def check_partitions(found: Findings, old: StatefulOperator, new: StatefulOperator) -> None:

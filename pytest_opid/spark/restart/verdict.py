@@ -45,6 +45,7 @@ from pytest_opid.errors import DocumentError
 from pytest_opid.result import (
     Fingerprint,
     RestoreCheck,
+    StateOperator,
 )
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.restart.findings import (
@@ -81,12 +82,23 @@ from pytest_opid.spark.words import capitalized
 
 
 def check_checkpoint(
-    checkpoint: Checkpoint, new: Fingerprint, planned: bool = False
+    checkpoint: Checkpoint,
+    new: Fingerprint,
+    planned: bool = False,
+    previous: Fingerprint | None = None,
 ) -> RestoreCheck:
     """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``.
     ``planned``: ``new`` was planned with the settings the checkpoint pins, as Spark plans a
-    restarted query (:func:`pytest_opid.spark.fingerprint_for_checkpoint`)."""
+    restarted query (:func:`pytest_opid.spark.fingerprint_for_checkpoint`). The checkpoint
+    keeps the state's schemas and field names, not the plan: what the state means (a window,
+    a key or aggregate expression under the same name) is checked against ``previous``, the
+    fingerprint of the query that wrote the checkpoint, where given, and otherwise said to be
+    unverified."""
     _require_streaming(new, "a checkpoint")
+    meanings: dict[int, StateOperator] = {}
+    if previous is not None:
+        _require_streaming(previous, "a checkpoint")
+        meanings = {s.state_operator_id: s for s in previous.state_operators or ()}
     confs = checkpoint.confs
     operators = []
     for op in checkpoint.state_operators:
@@ -105,6 +117,7 @@ def check_checkpoint(
                 properties=op.properties if op.operator_name in TRANSFORM_WITH_STATE else None,
                 partitions=op.num_partitions,
                 schemas_known=True,
+                meaning=_written_meaning(meanings.get(op.operator_id), op.operator_name),
             )
         )
     named = checkpoint.offset_log_version == 2 or confs.get(SOURCE_EVOLUTION) == "true"
@@ -128,10 +141,21 @@ def check_checkpoint(
         widened=widened,
         operator_metadata=any(op.metadata_version > 0 for op in checkpoint.state_operators),
         avro=confs.get(ENCODING) == "avro",
+        with_plan=previous is not None,
     )
     exact = widened or planned or not _widened_by_its_spark(new)
     partitions = int(shuffle) if shuffle and shuffle.isdigit() else None
     return _judge(Findings(old, new, partitions, nullability_exact=exact))
+
+
+def _written_meaning(
+    state: StateOperator | None, operator_name: str | None
+) -> tuple[tuple[str, str], ...]:
+    """The state meaning the previous fingerprint records for a checkpoint's operator: only
+    where it names the operator the checkpoint's metadata does (else it is another query's)."""
+    if state is None or (operator_name is not None and state.kind != operator_name):
+        return ()
+    return state.meaning
 
 
 def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
@@ -236,6 +260,7 @@ def _require_streaming(new: Fingerprint, what: str) -> None:
 
 
 def _judge(found: Findings) -> RestoreCheck:
+    verified: tuple[str, ...] = ()
     if not found.old.batches:
         found.warn(
             "state_operators",
@@ -257,10 +282,24 @@ def _judge(found: Findings) -> RestoreCheck:
                 "Check the program itself against the checkpoint "
                 "(opid check-restore CHECKPOINT PROGRAM) to have it compared.",
             )
+        old = found.old
+        if old.from_checkpoint:
+            verified = ("sources", "stateful operators", "state schemas", "state field names")
+            if old.with_plan:
+                verified += ("state meaning (from the previous fingerprint)",)
+        else:
+            verified = (
+                "sources (as the previous fingerprint records them)",
+                "stateful operators",
+                "state schemas (as the previous fingerprint records them)",
+                "state meaning",
+            )
     return RestoreCheck(
         ENGINE,
         not found.problems,
         tuple(found.problems),
         tuple(found.warnings),
         tuple(found.reinterpreted),
+        verified,
+        tuple(found.unverified) if not found.problems else (),
     )

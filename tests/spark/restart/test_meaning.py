@@ -120,7 +120,16 @@ def test_from_a_checkpoint_a_renamed_column_is_the_same_key() -> None:
     facts = (("key 1", "user: string"), ("aggregate 1", "sum(v): bigint"))
     (unchecked,) = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
     assert not unchecked.reinterprets  # only: the aggregates' inputs were not checked
-    assert "the aggregates' input columns (now sum(v)) were not checked" in unchecked.message
+    assert not unchecked.verified
+    assert "not verified: the aggregates' input columns (now sum(v))" in unchecked.message
+    assert "--previous-fingerprint OLD.json" in unchecked.message
+
+
+def test_from_a_checkpoint_count_star_reads_no_column() -> None:
+    """count(*) (Spark's count(1)) has no input a checkpoint could hide: nothing unverified."""
+    stored = {"default": (_schema("user"), _schema("count"))}
+    facts = (("key 1", "user: string"), ("aggregate 1", "count(1): bigint"))
+    assert checkpoint_meaning(0, "stateStoreSave", stored, stored, facts) == []
 
 
 def test_from_a_checkpoint_another_column_reinterprets() -> None:
@@ -138,7 +147,8 @@ def test_from_a_checkpoint_an_expression_under_the_same_name_is_not_checked() ->
     facts = (("key 1", "(value % 7): bigint"), ("aggregate 1", "sum(v): bigint"))
     changes = checkpoint_meaning(0, "stateStoreSave", stored, new, facts)
     assert not any(c.reinterprets for c in changes)
-    assert "computes key _groupingexpression (now (value % 7))" in changes[0].message
+    assert not changes[0].verified
+    assert "key 1 _groupingexpression (now (value % 7)) is computed" in changes[0].message
 
 
 def test_from_a_checkpoint_a_changed_aggregate_function_reinterprets() -> None:

@@ -18,6 +18,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import importlib.util
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,9 @@ def expected_safe(rec: dict[str, Any]) -> bool:
 
 #: What a checkpoint does not hold: the expressions behind a state's fields (an aggregate's
 #: input, a window's or session's durations; a stream-stream join's key fields are named
-#: field0, field1... whatever the join keys are). From the checkpoint alone these stay "safe"
-#: with a warning that says what was not checked (A's fingerprint sees them).
+#: field0, field1... whatever the join keys are). From the checkpoint alone these are
+#: "restorable, meaning not verified" (``opid check-restore`` exits 3), naming what was not
+#: checked and how to check it; with A's fingerprint beside the checkpoint they are judged.
 CHECKPOINT_CANNOT_SEE = {
     "aggregate_input_same_type",  # sum(v) -> sum(k): the buffer is "sum" either way
     "window_duration_5_to_10_minutes",
@@ -167,24 +169,29 @@ def test_spark_did_what_the_data_says(case_id: str) -> None:
 # -- the verdicts ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def judged(
-    spark: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[str], tuple[RestoreCheck, RestoreCheck]]:
-    """A case judged from A's fingerprint and from A's checkpoint (its kept metadata), once."""
-    root = tmp_path_factory.mktemp("meaning-restart")
-    done: dict[str, tuple[RestoreCheck, RestoreCheck]] = {}
+Judged = tuple[RestoreCheck, RestoreCheck, RestoreCheck, RestoreCheck]
 
-    def get(case_id: str) -> tuple[RestoreCheck, RestoreCheck]:
+
+@pytest.fixture(scope="module")
+def judged(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Judged]:
+    """A case judged once from A's fingerprint, from A's checkpoint (its kept metadata), from
+    the checkpoint with A's fingerprint beside it, and A itself on its own checkpoint."""
+    root = tmp_path_factory.mktemp("meaning-restart")
+    done: dict[str, Judged] = {}
+
+    def get(case_id: str) -> Judged:
         if case_id not in done:
             rec = RECORDS[case_id]
             tarballs = {"checkpoint": DATA / rec["checkpoint"], "inputs": DATA / rec["inputs"]}
             folder = extract({**rec, **tarballs}, root)
             a = pytest_opid.fingerprint(build(spark, rec, "before", folder))
             b = pytest_opid.fingerprint(build(spark, rec, "after", folder))
+            checkpoint = folder / "checkpoint"
             done[case_id] = (
                 pytest_opid.check_restore(a, b),
-                pytest_opid.check_restore(folder / "checkpoint", b),
+                pytest_opid.check_restore(checkpoint, b),
+                pytest_opid.check_restore(checkpoint, b, previous_fingerprint=a),
+                pytest_opid.check_restore(checkpoint, a),
             )
         return done[case_id]
 
@@ -194,7 +201,7 @@ def judged(
 @pytest.mark.parametrize("case_id", sorted(RECORDS))
 def test_verdict_from_the_fingerprint(judged: Any, case_id: str) -> None:
     rec = RECORDS[case_id]
-    check, _ = judged(case_id)
+    check = judged(case_id)[0]
     assert check.restorable is rec["spark"]["restarted"], _explain(check)
     assert check.safe is expected_safe(rec), _explain(check)
     assert bool(check.reinterpreted) is (rec["spark"]["restarted"] and not check.safe)
@@ -203,13 +210,43 @@ def test_verdict_from_the_fingerprint(judged: Any, case_id: str) -> None:
 @pytest.mark.parametrize("case_id", sorted(RECORDS))
 def test_verdict_from_the_checkpoint(judged: Any, case_id: str) -> None:
     rec = RECORDS[case_id]
-    _, check = judged(case_id)
+    check = judged(case_id)[1]
     assert check.restorable is rec["spark"]["restarted"], _explain(check)
     if case_id in CHECKPOINT_CANNOT_SEE and not expected_safe(rec):
-        assert check.safe, _explain(check)
-        assert any("not checked" in w.message for w in check.warnings), _explain(check)
+        assert check.safe and not check.meaning_verified, _explain(check)
+        assert all("--previous-fingerprint" in u.message for u in check.unverified)
         return
     assert check.safe is expected_safe(rec), _explain(check)
+    # never "safe" where the results go wrong: refused, reinterpreted or not verified
+    if rec["spark"]["restarted"] and not expected_safe(rec):
+        assert not (check.safe and check.meaning_verified), _explain(check)
+
+
+@pytest.mark.parametrize("case_id", sorted(RECORDS))
+def test_verdict_from_the_checkpoint_and_the_fingerprint(judged: Any, case_id: str) -> None:
+    """The checkpoint's real schemas and A's plan: every case judged as the data says, and
+    the state's meaning verified wherever Spark restarts."""
+    rec = RECORDS[case_id]
+    check = judged(case_id)[2]
+    assert check.restorable is rec["spark"]["restarted"], _explain(check)
+    assert check.safe is expected_safe(rec), _explain(check)
+    assert check.meaning_verified, _explain(check)
+    if check.restorable:
+        assert "state meaning (from the previous fingerprint)" in check.verified
+
+
+@pytest.mark.parametrize("case_id", sorted(RECORDS))
+def test_an_unchanged_query_on_its_own_checkpoint(judged: Any, case_id: str) -> None:
+    """A on its own checkpoint restarts; nothing is reported but what the checkpoint cannot
+    show: an aggregate's input column, a window, a join's keys. count(*) reads no column."""
+    check = judged(case_id)[3]
+    assert check.restorable and check.safe and not check.reinterpreted, _explain(check)
+    assert not [w for w in check.warnings if w.kind != "state_config"], _explain(check)
+    said = " ".join(u.message for u in check.unverified)
+    assert "count(1)" not in said and "count(*)" not in said, said
+    before = RECORDS[case_id]["before_code"]
+    if not re.search(r"F\.(sum|max|min|avg)\(|window|\.join\(|udf", before):
+        assert check.meaning_verified, _explain(check)
 
 
 # -- one restart, live --------------------------------------------------------------------------
@@ -268,3 +305,49 @@ def test_swapped_grouping_keys_change_results_live(spark: Any, tmp_path: Path) -
     b_scratch = make._sorted([r for b in make._emissions(tmp_path / "scratch3.jsonl") for r in b])
     assert b_restart != b_scratch
     assert (b_restart, b_scratch) == (rec["b_restart"], rec["b_scratch"])
+
+
+# -- opid check-restore -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case_id", "alone", "with_a"),
+    [
+        ("window_duration_5_to_10_minutes", 3, 1),
+        ("no_change", 3, 0),
+        ("dedup_column_id_to_v", 1, 1),
+    ],
+)
+def test_check_restore_exit_codes(
+    spark: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    case_id: str,
+    alone: int,
+    with_a: int,
+) -> None:
+    """From the checkpoint alone a window or an aggregate's input cannot be checked: exit 3,
+    "restorable, meaning not verified", saying what and how; with A's fingerprint beside it
+    the verdict is the data's (1: the results go wrong; 0: safe)."""
+    from pytest_opid.cli import main
+
+    rec = RECORDS[case_id]
+    tarballs = {"checkpoint": DATA / rec["checkpoint"], "inputs": DATA / rec["inputs"]}
+    folder = extract({**rec, **tarballs}, tmp_path)
+    paths = []
+    for which in ("before", "after"):
+        path = tmp_path / f"{which}.json"
+        path.write_text(pytest_opid.fingerprint(build(spark, rec, which, folder)).to_json())
+        paths.append(str(path))
+    checkpoint = str(folder / "checkpoint")
+    assert main(["check-restore", checkpoint, paths[1]]) == alone
+    out = capsys.readouterr().out
+    if alone == 3:
+        assert out.startswith("Restorable, meaning not verified:"), out
+        assert "--previous-fingerprint OLD.json" in out
+    code = main(["check-restore", checkpoint, paths[1], "--previous-fingerprint", paths[0]])
+    out = capsys.readouterr().out
+    assert code == with_a, out
+    assert "Not verified" not in out
+    if with_a == 0:
+        assert out.startswith("Restorable: the new job starts"), out
