@@ -27,7 +27,7 @@ from typing import Any
 
 from pytest_opid.text import printable
 
-__all__ = ["fields_text", "schema_json", "schema_text", "unclosed"]
+__all__ = ["fields_text", "schema_json", "schema_text", "type_shape", "type_text", "unclosed"]
 
 #: JSON type names that DDL spells differently (``DataType.simpleString``).
 _TO_DDL = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
@@ -186,6 +186,98 @@ def _nullable(flag: Any) -> str:
     if flag is False:
         return _NOT_NULL
     raise _Unwritable
+
+
+# -- JSON -> text for people (lossy, never fails) -------------------------------------------------
+
+
+def type_text(data: Any, *, nullability: bool = True) -> str:
+    """A data type's JSON (a parsed ``DataType.json``) in Spark's DDL words for a message or a
+    report: ``bigint``, ``struct<window: struct<start: timestamp>, page: string NOT NULL>``,
+    names quoted as :func:`schema_text` quotes them and escaped for a terminal. Unlike
+    :func:`schema_text` it never declines: a part that is not a type reads ``?``, nesting past
+    the depth limit ``…``. ``nullability=False`` leaves ``NOT NULL`` out (facts that name a type,
+    not a stored row). The one renderer for people; the plan, the state meaning, the restart
+    messages and ``opid checkpoint`` all use it."""
+    out: list[str] = []
+    stack: list[tuple[Any, int] | str] = [(data, 0)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        value, depth = item
+        if depth > _DEPTH:
+            out.append("\u2026")
+            continue
+        if isinstance(value, str):
+            out.append(printable(_TO_DDL.get(value, value)))
+            continue
+        kind = value.get("type") if isinstance(value, dict) else None
+        if kind == "struct" and isinstance(value.get("fields"), list):
+            parts: list[tuple[Any, int] | str] = ["struct<"]
+            for i, field in enumerate(value["fields"]):
+                if i:
+                    parts.append(", ")
+                if not isinstance(field, dict):
+                    parts.append("?")
+                    continue
+                name = field.get("name")
+                parts.append(f"{_shown_name(name)}: " if isinstance(name, str) else "?: ")
+                parts.append((field.get("type"), depth + 1))
+                if nullability and field.get("nullable", True) is False:
+                    parts.append(_NOT_NULL)
+            parts.append(">")
+            stack.extend(reversed(parts))
+        elif kind == "array":
+            stack.extend(reversed(["array<", (value.get("elementType"), depth + 1), ">"]))
+        elif kind == "map":
+            key, val = (value.get("keyType"), depth + 1), (value.get("valueType"), depth + 1)
+            stack.extend(reversed(["map<", key, ", ", val, ">"]))
+        elif kind == "udt":
+            stack.extend(reversed(["udt<", (value.get("sqlType"), depth + 1), ">"]))
+        else:
+            out.append("?")
+    return "".join(out)
+
+
+def type_shape(data: Any) -> str:
+    """A data type's JSON as its shape only, the type names as the JSON has them and no field
+    names: ``struct<timestamp,timestamp>`` (how a Spark snapshot names a stateful operator's
+    key types; kept as written since snapshots hold it)."""
+    parts: list[str] = []
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        if not isinstance(item, dict):
+            parts.append("?")
+            continue
+        kind = item.get("type")
+        if kind == "struct":
+            children = [f.get("type") for f in item.get("fields", []) if isinstance(f, dict)]
+        elif kind == "array":
+            children = [item.get("elementType")]
+        elif kind == "map":
+            children = [item.get("keyType"), item.get("valueType")]
+        else:
+            parts.append(kind if isinstance(kind, str) else "?")
+            continue
+        stack.append(">")
+        for i, child in enumerate(reversed(children)):
+            if i:
+                stack.append(",")
+            stack.append(child)
+        stack.append(f"{kind}<")
+    return "".join(parts)
+
+
+def _shown_name(name: str) -> str:
+    if _PLAIN_NAME.fullmatch(name):
+        return name
+    return printable("`" + name.replace("`", "``") + "`")
 
 
 # -- text -> JSON ---------------------------------------------------------------------------------

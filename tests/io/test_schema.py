@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.schema import fields_text, schema_json, schema_text
+from pytest_opid.io.schema import fields_text, schema_json, schema_text, type_shape, type_text
 from pytest_opid.io.snapshot import HEADER, dumps, loads
 from pytest_opid.result import (
     ChainedOperator,
@@ -292,3 +292,73 @@ def test_a_malformed_schema_row_names_its_line(rows, message):
     assert broken.split("\n")[first - 1] == rows.split("\n")[0]
     with pytest.raises(DocumentError, match=message.format(first, first + 1)):
         loads(broken)
+
+
+# -- the renderer for people: type_text and type_shape ------------------------------------------
+
+_NESTED = {
+    "type": "struct",
+    "fields": [
+        {
+            "name": "window",
+            "type": {
+                "type": "struct",
+                "fields": [
+                    {"name": "start", "type": "timestamp", "nullable": True, "metadata": {}},
+                    {"name": "end", "type": "timestamp", "nullable": False, "metadata": {}},
+                ],
+            },
+            "nullable": False,
+            "metadata": {},
+        },
+        {"name": "MS[0]", "type": "long", "nullable": True, "metadata": {}},
+        {
+            "name": "xs",
+            "type": {"type": "array", "elementType": "integer", "containsNull": True},
+            "nullable": True,
+            "metadata": {},
+        },
+        {
+            "name": "m",
+            "type": {
+                "type": "map",
+                "keyType": "string",
+                "valueType": "short",
+                "valueContainsNull": True,
+            },
+            "nullable": True,
+            "metadata": {},
+        },
+    ],
+}
+
+
+def test_type_text_speaks_spark_ddl_with_not_null_where_a_field_cannot_be_null():
+    assert type_text(_NESTED) == (
+        "struct<window: struct<start: timestamp, end: timestamp NOT NULL> NOT NULL, "
+        "`MS[0]`: bigint, xs: array<int>, m: map<string, smallint>>"
+    )
+    assert type_text(_NESTED, nullability=False) == (
+        "struct<window: struct<start: timestamp, end: timestamp>, "
+        "`MS[0]`: bigint, xs: array<int>, m: map<string, smallint>>"
+    )
+
+
+def test_type_text_never_declines_and_never_recurses():
+    assert type_text(None) == "?"
+    assert type_text({"type": "struct", "fields": [1]}) == "struct<?>"
+    assert type_text({"type": "udt", "sqlType": "binary"}) == "udt<binary>"
+    assert type_text("a\x1b[31m") == printable("a\x1b[31m")
+    deep: object = "long"
+    for _ in range(100_000):  # far past the recursion limit
+        deep = {"type": "array", "elementType": deep, "containsNull": True}
+    text = type_text(deep)
+    assert text.count("array<") == 65 and "\u2026" in text
+
+
+def test_type_shape_keeps_the_json_names_and_no_field_names():
+    assert (
+        type_shape(_NESTED)
+        == "struct<struct<timestamp,timestamp>,long,array<integer>,map<string,short>>"
+    )
+    assert type_shape([]) == "?"

@@ -4,21 +4,18 @@ stores' schemas, the watermark; every name from the files quoted and escaped."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import JsonProblem, strict_loads
+from pytest_opid.io.schema import type_text
 from pytest_opid.spark.checkpoint.files import quoted
 from pytest_opid.spark.checkpoint.model import Checkpoint, operator_user_variables
 from pytest_opid.spark.checkpoint.schema_files import struct_problem
 from pytest_opid.spark.transform_with_state import variable_text
 from pytest_opid.text import printable
-
-_RENDER_DEPTH = 16  # nesting depth of a data type that render_text spells out
-
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -49,34 +46,6 @@ def schema_fields(schema: Mapping[str, Any] | str) -> tuple[tuple[str, str, bool
 
 def _name(text: str) -> str:
     return quoted(text, 500)
-
-
-def _type_text(t: Any, depth: int = 0) -> str:
-    """A data type's JSON as short text, e.g. struct<"a": long, "b": array<string>>."""
-    if depth > _RENDER_DEPTH:
-        return "\u2026"
-    if isinstance(t, str):
-        return t if re.fullmatch(r"[a-z][a-z0-9_(), ]{0,60}", t) else _name(t)
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "struct" and isinstance(t.get("fields"), list):
-            parts = []
-            for f in t["fields"]:
-                if not isinstance(f, dict):
-                    return "?"
-                nn = "" if f.get("nullable", True) is True else " not null"
-                name = f.get("name")
-                shown = _name(name) if isinstance(name, str) else "?"
-                parts.append(f"{shown}: {_type_text(f.get('type'), depth + 1)}{nn}")
-            return "struct<" + ", ".join(parts) + ">"
-        if kind == "array":
-            return f"array<{_type_text(t.get('elementType'), depth + 1)}>"
-        if kind == "map":
-            key = _type_text(t.get("keyType"), depth + 1)
-            return f"map<{key}, {_type_text(t.get('valueType'), depth + 1)}>"
-        if kind == "udt":
-            return f"udt<{_type_text(t.get('sqlType'), depth + 1)}>"
-    return "?"
 
 
 def watermark_iso(ms: int) -> str | None:
@@ -141,8 +110,8 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
             yield f"      store {_name(st.name)} ({st.num_partitions} partitions, {schema})"
             for cf in st.column_families:
                 label = "" if st.schema_version != 3 else f"column family {_name(cf.name)} "
-                yield f"        {label}key   {_type_text(cf.key_schema)}"
-                yield f"        {' ' * len(label)}value {_type_text(cf.value_schema)}"
+                yield f"        {label}key   {type_text(cf.key_schema)}"
+                yield f"        {' ' * len(label)}value {type_text(cf.value_schema)}"
 
 
 def render_text(checkpoint: Checkpoint) -> str:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from pytest_opid.io.schema import type_text
 from pytest_opid.result import UNKNOWN
 
 #: Nodes one expression may expand to when aliases are resolved; past it the rest is "…".
@@ -296,7 +297,7 @@ class MeaningPlan:
             return inner
         if cls == "Cast" and node.children:
             inner = self._render(node.children[0], budget, seen)
-            return f"cast({inner} as {data_type_text(f.get('dataType'))})"
+            return f"cast({inner} as {type_text(f.get('dataType'), nullability=False)})"
         if cls in _FIELD_ACCESS and len(node.children) == 1:
             # payload.user: the field's name (or position) is no child of the expression.
             name, ordinal = f.get("name"), None
@@ -399,28 +400,6 @@ def duration_text(micros: int) -> str:
     return f"{micros} microseconds"
 
 
-def data_type_text(data_type: Any, depth: int = 0) -> str:
-    """A Spark data type (its JSON form) in Spark's DDL words: ``bigint``,
-    ``struct<start: timestamp, end: timestamp>``; past 32 levels of nesting, ``…``."""
-    if depth > 32:
-        return "…"
-    if isinstance(data_type, str):
-        return {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}.get(
-            data_type, data_type
-        )
-    if isinstance(data_type, dict):
-        kind = data_type.get("type")
-        if kind == "struct":
-            fields = data_type.get("fields") or ()
-            inner = ", ".join(
-                f"{f.get('name')}: {data_type_text(f.get('type'), depth + 1)}"
-                for f in fields
-                if isinstance(f, dict)
-            )
-            return f"struct<{inner}>"
-        if kind == "array":
-            return f"array<{data_type_text(data_type.get('elementType'), depth + 1)}>"
-        if kind == "map":
-            key = data_type_text(data_type.get("keyType"), depth + 1)
-            return f"map<{key}, {data_type_text(data_type.get('valueType'), depth + 1)}>"
-    return UNKNOWN
+def data_type_text(data_type: Any) -> str:
+    """A data type as a meaning fact names it: Spark's DDL words, no ``NOT NULL``."""
+    return type_text(data_type, nullability=False)

@@ -59,6 +59,7 @@ from typing import Any
 import msgspec
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.io.schema import type_shape
 from pytest_opid.model import Edge, Operator, Partitioner, Topology
 from pytest_opid.result import (
     UNKNOWN,
@@ -431,43 +432,12 @@ def _key_types(node: dict[str, Any]) -> tuple[str, ...]:
         keys = node.get(field)
         if isinstance(keys, list):
             return tuple(
-                _type_name(key[0].get("dataType"))
+                type_shape(key[0].get("dataType"))
                 if isinstance(key, list) and key and isinstance(key[0], dict)
                 else "?"
                 for key in keys
             )
     return ()
-
-
-def _type_name(data_type: Any) -> str:
-    """Spark's JSON data type as ``struct<timestamp,timestamp>``: types only, no field names."""
-    parts: list[str] = []
-    stack: list[Any] = [data_type]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            parts.append(item)
-            continue
-        if not isinstance(item, dict):
-            parts.append("?")
-            continue
-        kind = item.get("type")
-        if kind == "struct":
-            children = [f.get("type") for f in item.get("fields", []) if isinstance(f, dict)]
-        elif kind == "array":
-            children = [item.get("elementType")]
-        elif kind == "map":
-            children = [item.get("keyType"), item.get("valueType")]
-        else:
-            parts.append(kind if isinstance(kind, str) else "?")
-            continue
-        stack.append(">")
-        for i, child in enumerate(reversed(children)):
-            if i:
-                stack.append(",")
-            stack.append(child)
-        stack.append(f"{kind}<")
-    return "".join(parts)
 
 
 def _exchange_partitioning(node: dict[str, Any], cls: str) -> tuple[Partitioner, int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pytest_opid.io.schema import type_text
 from pytest_opid.result import (
     RestoreProblem,
 )
@@ -165,33 +166,6 @@ def renames(stored: Any, new: Any) -> list[str]:
         if a.get("name") != b.get("name"):
             out.append(f"{printable(str(a.get('name')))} -> {printable(str(b.get('name')))}")
     return out
-
-
-_TYPE_NAMES = {"integer": "int"}
-
-
-def type_text(t: Any, depth: int = 0) -> str:
-    """A data type's JSON as short text: ``struct<user: string, k: int>``."""
-    if depth > 12:
-        return "..."
-    if isinstance(t, str):
-        return printable(_TYPE_NAMES.get(t, t))
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "struct":
-            inner = ", ".join(
-                f"{printable(str(f.get('name')))}: {type_text(f.get('type'), depth + 1)}"
-                for f in struct_fields(t)
-            )
-            return f"struct<{inner}>"
-        if kind == "array":
-            return f"array<{type_text(t.get('elementType'), depth + 1)}>"
-        if kind == "map":
-            key = type_text(t.get("keyType"), depth + 1)
-            return f"map<{key}, {type_text(t.get('valueType'), depth + 1)}>"
-        if kind == "udt":
-            return f"udt<{type_text(t.get('sqlType'), depth + 1)}>"
-    return "?"
 
 
 def check_schemas(found: Findings, old: StatefulOperator, new: StatefulOperator) -> None:
