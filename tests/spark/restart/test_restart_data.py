@@ -501,7 +501,7 @@ def test_grouping_key_int_to_long(spark, tmp_path, inputs) -> None:
         assert "The key (the grouping key) was struct<k: int> and is now struct<" in (
             problem.message
         )
-        assert "field 1 (k, now _groupingexpression) was int, is now long" in problem.message
+        assert "field 1 (k, now _groupingexpression) was int, is now bigint" in problem.message
 
 
 def _stateless_then_counting(counting: bool) -> Callable[[Any, dict[str, str]], Any]:
