@@ -17,7 +17,7 @@ import textwrap
 from dataclasses import replace
 from typing import NamedTuple
 
-from pytest_opid.comparison import Comparison
+from pytest_opid.comparison import Comparison, StateOperatorChange
 from pytest_opid.engine_rules import Check
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
@@ -115,7 +115,10 @@ class SparkRules:
         if c.state_operator_changes and c.mode == "streaming":
             out += ["", "Spark state directories (state/<n> in the checkpoint location):"]
             for s in c.state_operator_changes[:ROWS]:
-                if s.old is not None and s.new is not None:
+                if s.old is not None and s.new is not None and s.old.kind == s.new.kind:
+                    # the same kind of operator at the same position: its key changed
+                    text = f"{s.new.kind}: its key was {_key_of(s.old)}, is now {_key_of(s.new)}"
+                elif s.old is not None and s.new is not None:
                     text = (
                         f"was {_stateful(s.old)}, is now {_stateful(s.new)}: "
                         "the wrong operator would read it"
@@ -253,13 +256,19 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     held = f"[checked: {'stages' if c.mode == 'batch' else _HELD[check]}]"
     problems = []
     if loses:
-        lost = sum(1 for s in c.state_operator_changes if s.loses_state)
+        lost = sum(1 for s in c.state_operator_changes if s.loses_state and not _rekeyed(s))
+        rekeyed = sum(1 for s in c.state_operator_changes if _rekeyed(s))
+        if rekeyed:
+            problems.append(
+                f"{plural(rekeyed, 'stateful operator')} keeps its position with another key "
+                "(Spark refuses the old state's key schema)"
+            )
         if lost:
             problems.append(
                 f"{plural(lost, 'Spark state directory', 'Spark state directories')} would be "
                 "read by another operator or by none"
             )
-        else:
+        elif not rekeyed:
             kinds = list(dict.fromkeys(_problem_words(p) for p in c.restore.problems))
             problems.append(
                 f"Spark would refuse to restart on the old checkpoint ({', '.join(kinds)})"
@@ -382,6 +391,17 @@ def _diffs(c: Comparison) -> BatchDiff:
     if not isinstance(found, BatchDiff):
         raise TypeError(f"a batch comparison's derived facts, got {type(found).__name__}")
     return found
+
+
+def _rekeyed(change: StateOperatorChange) -> bool:
+    """The same kind of stateful operator at ``state/<n>``, with another key."""
+    old, new = change.old, change.new
+    return old is not None and new is not None and old.kind == new.kind
+
+
+def _key_of(s: StateOperator) -> str:
+    """``(string)`` of ``StateStoreSave(string)``: the types of an operator's key."""
+    return s.name[s.name.find("(") :] if "(" in s.name else "unknown"
 
 
 def _stateful(s: StateOperator) -> str:

@@ -171,3 +171,20 @@ def test_a_restart_that_passes_only_without_the_schema_check_is_not_safe(
     wider = pytest_opid.check_restore(a, query(b_session, F.sum("v"), F.count("*")))
     assert not wider.restorable
     assert "VALUE_ROW_FORMAT_VALIDATION_FAILURE" in wider.problems[0].message
+
+
+def test_the_same_operator_with_another_key_type_is_a_key_change(
+    spark: Any, tmp_path: Path
+) -> None:
+    """groupBy("cat") -> groupBy("k") (string -> int): the same aggregation at state/0 with
+    another key, which Spark refuses; not 'another operator would read it' (issue 28 item 5)."""
+    from pytest_opid.comparison import compare
+    from pytest_opid.engine_rules import Check
+
+    a, b = _fingerprints(spark, tmp_path, "k")
+    comparison = compare(str(a), str(b))
+    text = comparison.rules.explain(comparison, Check.IDS, "pytest --snapshot-update")
+    assert "keeps its position with another key" in text, text
+    assert "the wrong operator would read it" not in text, text
+    assert "read by another operator" not in text, text
+    assert "state/0  stateStoreSave: its key was (string), is now (integer)" in text, text
