@@ -115,7 +115,7 @@ class SparkRules:
         if c.state_operator_changes and c.mode == "streaming":
             out += ["", "Spark state directories (state/<n> in the checkpoint location):"]
             for s in c.state_operator_changes[:ROWS]:
-                if s.old is not None and s.new is not None and s.old.kind == s.new.kind:
+                if s.old is not None and s.new is not None and _rekeyed(c, s):
                     # the same kind of operator at the same position: its key changed
                     text = f"{s.new.kind}: its key was {_key_of(s.old)}, is now {_key_of(s.new)}"
                 elif s.old is not None and s.new is not None:
@@ -256,8 +256,8 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     held = f"[checked: {'stages' if c.mode == 'batch' else _HELD[check]}]"
     problems = []
     if loses:
-        lost = sum(1 for s in c.state_operator_changes if s.loses_state and not _rekeyed(s))
-        rekeyed = sum(1 for s in c.state_operator_changes if _rekeyed(s))
+        lost = sum(1 for s in c.state_operator_changes if s.loses_state and not _rekeyed(c, s))
+        rekeyed = sum(1 for s in c.state_operator_changes if _rekeyed(c, s))
         if rekeyed:
             problems.append(
                 f"{plural(rekeyed, 'stateful operator')} keeps its position with another key "
@@ -393,10 +393,12 @@ def _diffs(c: Comparison) -> BatchDiff:
     return found
 
 
-def _rekeyed(change: StateOperatorChange) -> bool:
-    """The same kind of stateful operator at ``state/<n>``, with another key."""
+def _rekeyed(c: Comparison, change: StateOperatorChange) -> bool:
+    """The same stateful operator at ``state/<n>`` with another key: the same kind there, and
+    as many stateful operators as before (none added or removed, which moves the others)."""
     old, new = change.old, change.new
-    return old is not None and new is not None and old.kind == new.kind
+    same_count = len(c.old.state_operators or ()) == len(c.new.state_operators or ())
+    return old is not None and new is not None and old.kind == new.kind and same_count
 
 
 def _key_of(s: StateOperator) -> str:
