@@ -46,7 +46,7 @@ def check_restore(
                 if source.check_with_previous is None:
                     raise DocumentError(
                         f"{path}: a {source.name} keeps everything its restore is judged by; "
-                        "the previous fingerprint is for a Spark checkpoint"
+                        "a previous fingerprint goes only with previous state that keeps no plan"
                     )
                 was = (
                     previous_fingerprint
@@ -58,16 +58,16 @@ def check_restore(
                 return source.check_program(path, program, allow_non_restored_state)
             new = program if isinstance(program, Fingerprint) else fingerprint(program)
             return source.check(path, new, allow_non_restored_state)
-    if previous_fingerprint is not None:
-        raise DocumentError(
-            "the previous fingerprint goes with a Spark checkpoint directory, which keeps no "
-            "plan; the previous state here is a fingerprint already"
-        )
         if path.is_dir():
             raise DocumentError(
                 f"{path}: a directory, but neither a savepoint/checkpoint (no _metadata) "
                 "nor a streaming checkpoint (no offsets/)"
             )
+    if previous_fingerprint is not None:
+        raise DocumentError(
+            "a previous fingerprint goes with previous state on disk that keeps no plan (a "
+            "streaming checkpoint directory); the previous state here is a fingerprint already"
+        )
     new = program if isinstance(program, Fingerprint) else fingerprint(program)
     old = previous if isinstance(previous, Fingerprint) else fingerprint(previous)
     if old.engine and new.engine and (old.engine, old.mode) != (new.engine, new.mode):
