@@ -84,6 +84,10 @@ CACHED = "InMemoryTableScan"
 #: as null.
 IN_SET = '.InSet"'
 
+#: An ``ExpandExec`` in Spark 3.5's plan JSON: its ``TreeNode.toJSON`` cannot write a list of
+#: lists of expressions and writes the projections as null (Spark 4 writes them).
+NULL_PROJECTIONS = '"projections":null'
+
 
 #: The session window operator's private state manager, by the package Spark files the class
 #: in: ``operators.stateful`` from 4.0 on, ``execution.streaming`` in 3.5.
@@ -216,6 +220,8 @@ class Jvm(Gateway):
     def streaming_reading(self, plan: Any, analyzed: Any, session: Any) -> PlanReading:
         """The plan JSON of a streaming plan, its stateful operators and its sources."""
         text = self.plan_json(plan)
+        if NULL_PROJECTIONS in text:
+            text = self.expand_projections(plan, text)
         try:
             state: tuple[StateReading, ...] | None = self.state_readings(plan, text, session)
         except Exception:  # py4j: a Spark version whose operators pytest-opid cannot read
@@ -229,6 +235,31 @@ class Jvm(Gateway):
         except Exception:  # py4j: a node this Spark version builds differently
             texts = None
         return PlanReading(text, None, True, state, sources, node_texts=texts)
+
+    def expand_projections(self, plan: Any, text: str) -> str:
+        """``text`` (the JSON of ``plan``) with every ``ExpandExec``'s projections, which
+        Spark 3.5 writes as null (:data:`NULL_PROJECTIONS`), read from the node and written
+        as Spark 4 does: a list per projection of each expression's ``toJSON``. Without them
+        a ROLLUP, a CUBE, a distinct rewrite or a sliding window all read ``Expand []``."""
+        nodes = json.loads(text)
+        wanted = [
+            i
+            for i, node in enumerate(nodes)
+            if str(node.get("class", "")).endswith(".ExpandExec")
+            and node.get("projections") is None
+        ]
+        if not wanted:
+            return text
+        everything = plan.collect(self._everything())
+        if everything.size() != len(nodes):
+            raise OpidError("the plan JSON and the plan disagree")
+        for i in wanted:
+            found = everything.apply(i).projections()
+            rows = [found.apply(r) for r in range(found.size())]
+            nodes[i]["projections"] = [
+                [json.loads(row.apply(c).toJSON()) for c in range(row.size())] for row in rows
+            ]
+        return json.dumps(nodes)
 
     def node_texts(self, plan: Any, text: str) -> dict[int, str]:
         """``EventTimeWatermarkExec``'s delay and ``StreamingSymmetricHashJoinExec``'s join

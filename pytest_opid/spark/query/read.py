@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_opid.spark.query.jvm import CACHED, IN_SET, Jvm, PlanReading
+from pytest_opid.spark.query.jvm import CACHED, IN_SET, NULL_PROJECTIONS, Jvm, PlanReading
 
 _ACCEPTED = "a PySpark DataFrame (batch or streaming) or StreamingQuery of a classic SparkSession"
 
@@ -63,6 +63,7 @@ def read_plan(obj: Any) -> PlanReading:
         session = jdf.sparkSession()
     if direct is True or (direct is False and conf is None and jdf.isStreaming()):
         return _streaming_reading(jvm, session, jdf.queryExecution().analyzed(), None)
+    plan = None
     if isinstance(direct, tuple):  # adaptive execution off: the executed plan, in one call
         text, leaves = jvm._json_and_leaves(direct[0])
         partitions = direct[1]
@@ -82,6 +83,9 @@ def read_plan(obj: Any) -> PlanReading:
         else:
             plan = jvm.static_plan(session, analyzed, in_lists=True)
         text, leaves = jvm.batch_json(plan)
+    if NULL_PROJECTIONS in text:  # Spark 3.5: an Expand's projections, one call per expression
+        executed = plan if plan is not None else jdf.queryExecution().executedPlan()
+        text = jvm.expand_projections(executed, text)
     return PlanReading(text, leaves, False, shuffle_partitions=partitions)
 
 

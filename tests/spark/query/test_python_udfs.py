@@ -11,6 +11,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import pytest_opid
+from pytest_opid.spark.versions import SparkLine, installed_line
+
+#: The operator Spark evaluates a plain Python UDF with: pickled rows (BatchEvalPython) until
+#: Spark 4.2 made Arrow its default (SPARK-54555, spark.sql.execution.pythonUDF.arrow.enabled).
+EVAL_PYTHON = "ArrowEvalPython" if installed_line() >= SparkLine(4, 2) else "BatchEvalPython"
+#: A pandas aggregate UDF's operator: AggregateInPandas until Spark 4.1 renamed it.
+AGGREGATE_PYTHON = (
+    "ArrowAggregatePython" if installed_line() >= SparkLine(4, 1) else "AggregateInPandas"
+)
 
 
 def plus_one(x):
@@ -74,9 +83,10 @@ def test_grouping_by_another_udf_is_a_change(spark, udfs):
     b = spark.range(10).groupBy(udfs["times_two"]("id").alias("g")).count()
     # Spark: the same operators, other UDFs.
     assert "plus_one(id" in _executed(a) and "times_two(id" in _executed(b)
+    assert f"{EVAL_PYTHON} [plus_one(id" in _executed(a)
     fp = pytest_opid.fingerprint(a)
     assert fp.plan[0] == "HashAggregate keys [plus_one(id)] functions [count(1)]"
-    assert "ArrowEvalPython [plus_one(id)]" in [line.strip() for line in fp.plan]
+    assert f"{EVAL_PYTHON} [plus_one(id)]" in [line.strip() for line in fp.plan]
     breaks, text = _verdict(a, b)
     assert breaks
     headline = text.splitlines()[0]
@@ -96,12 +106,13 @@ def test_grouping_by_another_udf_is_a_change(spark, udfs):
             "pandas aggregate UDF",
             lambda df, u: df.groupBy("k").agg(u["mean_of"]("v").alias("m")),
             lambda df, u: df.groupBy("k").agg(u["max_of"]("v").alias("m")),
-            "ArrowAggregatePython keys [(id % 3)] functions [mean_of(cast(id as double))]",
+            f"{AGGREGATE_PYTHON} keys [(id % 3)] functions [mean_of(cast(id as double))]",
         ),
     ],
 )
 def test_another_grouped_python_function_is_a_change(spark, udfs, kind, old, new, line):
     a, b = old(_base(spark), udfs), new(_base(spark), udfs)
+    assert f"{line.split()[0]} [" in _executed(a), kind  # Spark's own name for the operator
     assert line in pytest_opid.fingerprint(a).plan[0], kind
     breaks, text = _verdict(a, b)
     assert breaks, text
