@@ -21,6 +21,8 @@ import pytest
 
 import pytest_opid
 
+pytestmark = pytest.mark.spark_line("4.0", reason="transformWithState is in PySpark from 4.0 on")
+
 MAKE = Path(__file__).resolve().parents[2] / "data" / "tws-restart" / "make.py"
 CNT = ("cnt", "value", "c long", None, None)
 
