@@ -9,11 +9,13 @@ from typing import Any
 
 from pytest_opid.io.schema import type_text
 from pytest_opid.result import (
+    UNKNOWN,
     RestoreProblem,
 )
 from pytest_opid.spark.restart.findings import Findings, StatefulOperator
 from pytest_opid.spark.vocabulary import (
     AGGREGATIONS,
+    GROUP_STATES,
     SCHEMA_CHECK,
     TRANSFORM_WITH_STATE,
     VALUE_UNCHECKED,
@@ -221,7 +223,7 @@ def check_store(
     if check_value and not avro and not schema_compatible(value, stored_value, strict):
         found.problem(
             "value_schema",
-            schema_message(found, "VALUE", new, store, stored_value, value),
+            schema_message(found, "VALUE", new, store, stored_value, value, old=old),
             **where,
         )
         return
@@ -253,9 +255,13 @@ def schema_message(
     stored: Any,
     schema: Any,
     avro: bool = False,
+    old: StatefulOperator | None = None,
 ) -> str:
     part = store_part(new.name or "", store, which)
     changes = "; ".join(differences(stored, schema)) or "the schemas differ"
+    timeout = timeout_change(old, new, stored, schema) if which == "VALUE" else None
+    if timeout is not None:
+        changes = f"{changes}. {timeout[0]}"
     lower = which.lower()
     if not found.line.at_least(4, 0):
         head = (
@@ -276,15 +282,22 @@ def schema_message(
             f"match existing state {lower} schema"
         )
     keep = f"keep the state's {lower} as it was: {keep_advice(new.name or '', store, which)}"
-    if (
-        which == "VALUE"
-        and new.name in AGGREGATIONS
-        and len(struct_fields(schema)) > len(struct_fields(stored))
-    ):
-        keep = (
-            "add the new aggregate column in a new query on a new checkpoint location "
-            "(this state has no room for it), and keep this query's aggregates as they were"
-        )
+    if timeout is not None:
+        keep = timeout[1]
+    elif which == "VALUE" and new.name in AGGREGATIONS:
+        replaced = replaced_aggregates(old, new, stored, schema)
+        if replaced:
+            keep = (
+                f"{replaced}: its buffer holds other fields, so Spark cannot read the old "
+                "one as the new. Keep the aggregate as it was, and compute the new one in a "
+                "new query on a new checkpoint location (or after a restart from scratch)"
+            )
+        elif len(struct_fields(schema)) > len(struct_fields(stored)):
+            keep = (
+                "add the new aggregate column in a new query on a new checkpoint location "
+                "(this state has no room for it), and keep this query's aggregates as they "
+                "were"
+            )
     return (
         f"{found.spark} fails the first batch after the restart with {head}, for state/"
         f"{new.number} ({new.name}), {store_words(store)}. The {part} was "
@@ -306,15 +319,21 @@ def unchecked_schemas(
 ) -> None:
     """The session turned Spark's state schema check off: the schema problems found from
     ``first`` on do not stop the restart where the rows keep their number of fields; Spark
-    then reads the old state with the new schema. A row of another width still fails
-    Spark's row format validation (``UnsafeRowUtils.validateStructuralIntegrity``, on by
-    default)."""
+    then reads the old state with the new schema. A row wider than the stored one still
+    fails Spark's row format validation (``UnsafeRowUtils.validateStructuralIntegrity``, on by
+    default: the new fields would lie past the stored row's end); a value narrower than the
+    stored one passes it (the stored row only has bytes to spare), and Spark 4.3 restarts:
+    its first fields are read by position (tests/data/meaning-restart,
+    removed_last_aggregate_schema_check_off and removed_first_...)."""
     kept = []
     for problem in found.problems[first:]:
         which = "KEY" if problem.kind == "key_schema" else "VALUE"
         widths = row_widths(old, new, 0 if which == "KEY" else 1)
         text = problem.message
         _, _, rest = text.partition(" with ")
+        if widths is not None and which == "VALUE" and widths[0] > widths[1]:
+            narrower_value(found, problem, old, new, widths, rest or text)
+            continue
         if widths is not None:
             was, now = widths
             kept.append(
@@ -342,3 +361,146 @@ def unchecked_schemas(
         )
     del found.problems[first:]
     found.problems += kept
+
+
+def narrower_value(
+    found: Findings,
+    problem: RestoreProblem,
+    old: StatefulOperator,
+    new: StatefulOperator,
+    widths: tuple[int, int],
+    refusal: str,
+) -> None:
+    """A value with fewer fields than the stored rows, the schema check off: Spark restarts
+    and reads each stored row's first fields as the new value. Where they are the stored
+    fields the new value keeps (the last ones removed: same names and types, in order), every
+    kept field reads its own old value; otherwise a field reads another's."""
+    was, now = widths
+    where = {
+        "state_id": problem.state_id,
+        "operator_id": problem.operator_id,
+        "name": problem.name,
+    }
+    first = "first field" if now == 1 else f"first {now} fields"
+    head = (
+        f"{found.spark} restarts only because {SCHEMA_CHECK}=false skips its state schema "
+        f"check: state/{new.number} ({new.name}) stores value rows of {was} fields and the "
+        f"new value has {now}, which Spark reads from each stored row's {first} (the row "
+        "format validation passes: a stored row only has bytes to spare)."
+    )
+    if value_prefix_kept(old, new):
+        condition = refusal.split(":", 1)[0]
+        found.warn(
+            problem.kind,
+            f"{head} They hold the fields the new value keeps, so each reads its own old "
+            f"value, and the removed ones are no longer read. With the check on, the restart "
+            f"fails with {condition}.",
+            **where,
+        )
+        return
+    found.reinterpret(
+        problem.kind,
+        f"{head} The new value's fields are not the stored rows' first {now}, so a field "
+        f"reads another's old value: the results are undefined. With the check on it would "
+        f"fail with {refusal}",
+        **where,
+    )
+
+
+def value_prefix_kept(old: StatefulOperator, new: StatefulOperator) -> bool:
+    """Every store's new value fields are the stored value's first fields: the same names and
+    types, in the same order."""
+    for store, schemas in new.stores.items():
+        stored = old.stores.get(store)
+        if stored is None or stored[1] is None or schemas[1] is None:
+            continue
+        was = struct_fields(parse_schema(stored[1]))
+        now = struct_fields(parse_schema(schemas[1]))
+        if len(now) > len(was):
+            return False
+        for a, b in zip(was, now, strict=False):
+            same_type = schema_compatible(b.get("type"), a.get("type"), strict=False)
+            if a.get("name") != b.get("name") or not same_type:
+                return False
+    return True
+
+
+#: The field FlatMapGroupsWithStateExecHelper's state row (format version 2) adds after the
+#: group state where the operator has a timeout.
+TIMEOUT_FIELD = "timeoutTimestamp"
+
+
+def timeout_change(
+    old: StatefulOperator | None, new: StatefulOperator, stored: Any, schema: Any
+) -> tuple[str, str] | None:
+    """A group state's timeout added or removed (its stored row gains or loses
+    ``timeoutTimestamp``): what changed and how to keep it, or ``None``."""
+    if new.name not in GROUP_STATES:
+        return None
+    had = any(f.get("name") == TIMEOUT_FIELD for f in struct_fields(stored))
+    has = any(f.get("name") == TIMEOUT_FIELD for f in struct_fields(schema))
+    if had == has:
+        return None
+    before = dict(old.meaning).get("timeout") if old is not None else None
+    after = dict(new.meaning).get("timeout")
+    if before and after and before != after:
+        what = f"The timeout changed ({before} -> {after})"
+    else:
+        what = "A timeout was " + ("removed" if had else "added")
+    what += (
+        f": Spark stores each group's timeout timestamp ({TIMEOUT_FIELD}) in the state row "
+        "only under a timeout, so the stored rows and the new ones differ by that field"
+    )
+    if had:
+        kept = f"GroupStateTimeout.{before}" if before else "the timeout the checkpoint has"
+        fix = (
+            f"keep the timeout as it was ({kept}); a group that needs none does not call "
+            "state.setTimeoutDuration / setTimeoutTimestamp"
+        )
+    else:
+        fix = (
+            "keep GroupStateTimeout.NoTimeout on this checkpoint, and add the timeout in a "
+            "new query on a new checkpoint location"
+        )
+    return what, fix
+
+
+def replaced_aggregates(
+    old: StatefulOperator | None, new: StatefulOperator, stored: Any, schema: Any
+) -> str:
+    """Where an aggregate function was replaced by another (max(v) -> avg(v): the buffer's
+    fields are others, not more), the words for it ("the aggregate max(v) became avg(v)");
+    "" where the change is an added or removed aggregate, or unknown."""
+    before = _aggregates(old)
+    after = _aggregates(new)
+    if before and after and len(before) == len(after):
+        changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+        if changed:
+            return "; ".join(
+                f"the aggregate {printable(a)} became {printable(b)}" for a, b in changed
+            )
+        return ""
+    was = [f.get("name") for f in struct_fields(stored)]
+    now = [f.get("name") for f in struct_fields(schema)]
+    if before or after or not was or not now:
+        return ""
+    # From a checkpoint alone: no stored buffer field is kept, none is only appended
+    if not set(was) & set(now):
+        listed = ", ".join(printable(str(n)) for n in was)
+        added = ", ".join(printable(str(n)) for n in now)
+        return f"an aggregate was replaced (its buffer {listed} is now {added})"
+    return ""
+
+
+def _aggregates(op: StatefulOperator | None) -> list[str]:
+    """The aggregate functions a fingerprint's meaning records, in the buffer's order
+    (``aggregate N`` facts, their function text without the result type)."""
+    if op is None:
+        return []
+    out = []
+    for fact, value in op.meaning:
+        if fact.startswith("aggregate "):
+            if value == UNKNOWN:
+                return []
+            out.append(value.rsplit(": ", 1)[0])
+    return out

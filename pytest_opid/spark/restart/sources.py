@@ -4,6 +4,7 @@ the new path (``FileStreamSource.getBatch``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from pytest_opid.spark.restart.findings import Findings, OldSource
@@ -171,7 +172,9 @@ def same_source(found: Findings, old: OldSource, new: Source) -> None:
                     "are not read again and new ones are parsed as the new format.",
                     name=old.label,
                 )
-        elif previous.kind != new.kind:
+        elif previous.kind != new.kind and not unreadable_offsets(
+            found, label, previous.kind, new, old.label, None
+        ):
             swapped(found, label, previous.describe(), new, old.label)
         return
     # from a checkpoint
@@ -198,6 +201,54 @@ def same_source(found: Findings, old: OldSource, new: Source) -> None:
         swapped(found, label, "a file source", new, old.label)
     elif old.files is None and new.is_file and old.offset is not None:
         swapped(found, label, f"a source at offset {printable(old.offset)}", new, old.label)
+    elif old.files is None and old.offset is not None:
+        kind = offset_kind(old.offset)
+        if kind is not None and kind != new.kind:
+            unreadable_offsets(found, label, kind, new, old.label, old.offset)
+
+
+#: rate-micro-batch's offset (``RatePerMicroBatchStreamOffset``): a row count and the event
+#: time of the next row, as JSON.
+RATE_MICRO_BATCH_OFFSET = ("offset", "timestamp")
+
+
+def offset_kind(offset: str) -> str | None:
+    """The source that wrote a checkpoint's offset, where its format tells: ``rate-micro-batch``
+    (``{"offset": n, "timestamp": t}``); ``None`` otherwise."""
+    try:
+        value = json.loads(offset)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and tuple(sorted(value)) == RATE_MICRO_BATCH_OFFSET:
+        return "rate-micro-batch"
+    return None
+
+
+def unreadable_offsets(
+    found: Findings, label: str, before: str, new: Source, name: str, offset: str | None
+) -> bool:
+    """A source replaced by one that cannot read its offsets: Spark hands the new source the
+    checkpoint's last offset and fails when it commits it (``MicroBatchExecution.
+    commitSources``). Known: ``rate-micro-batch`` -> ``rate`` (``RateStreamMicroBatchStream``
+    reads a number of seconds, ``Long.parseLong``; tests/data/meaning-restart,
+    rate_micro_batch_to_rate). Returns whether it was one."""
+    if (before, new.kind) != ("rate-micro-batch", "rate"):
+        return False
+    text = offset if offset is not None else '{"offset":<rows>,"timestamp":<ms>}'
+    found.problem(
+        "sources",
+        f"{found.spark} stops the restarted query with [STREAM_FAILED] ... terminated with "
+        f'exception: For input string: "{printable(text)}" (java.lang.NumberFormatException, '
+        f"when the first batch after the restart commits the checkpoint's last offsets). "
+        f"{capitalized(label)} was rate-micro-batch and is now {new.describe()}: the rate "
+        "source reads an offset as a number of seconds, and the checkpoint holds "
+        "rate-micro-batch's offsets (a row count and a timestamp, as JSON).\n"
+        "Fix:\n"
+        '  - keep reading spark.readStream.format("rate-micro-batch") (with its rowsPerBatch) '
+        "on this checkpoint\n" + FIX_NEW_CHECKPOINT,
+        name=name,
+    )
+    return True
 
 
 def swapped(found: Findings, label: str, before: str, new: Source, name: str) -> None:

@@ -214,7 +214,10 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
     with its properties."""
     if new.name in TRANSFORM_WITH_STATE:
         # its variables are judged with its properties; its grouping key here, as any key
-        old, new = _keys_only(old), _keys_only(new)
+        # (a checkpoint records no key facts: its store keyed by as many fields as the new
+        # query's grouping key is the one to read)
+        count = sum(1 for fact, _ in new.meaning if fact.startswith("key "))
+        old, new = _keys_only(old, count), _keys_only(new, count)
         if not new.meaning or (not old.meaning and not found.old.from_checkpoint):
             return  # a snapshot from before the keys were recorded: nothing to compare
     if found.old.from_checkpoint and not old.meaning:
@@ -235,9 +238,9 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
             found.warn(change.kind, change.message, **where)
 
 
-def _keys_only(op: StatefulOperator) -> StatefulOperator:
+def _keys_only(op: StatefulOperator, count: int) -> StatefulOperator:
     """``op`` with only its grouping key facts, and its key schema as the checkpoint files
-    it in every column family (the first one's)."""
+    it in every column family (the first one's keyed by ``count`` fields: the grouping key's)."""
     keys = tuple(f for f in op.meaning if f[0].startswith("key "))
     # a value or list variable's column family is keyed by the grouping key alone (a map's by
     # the grouping key and its user key, a timer's by the key and a time)
@@ -245,7 +248,7 @@ def _keys_only(op: StatefulOperator) -> StatefulOperator:
         (
             key
             for _, (key, _) in sorted(op.stores.items())
-            if key is not None and key.count('"name"') == len(keys)
+            if key is not None and key.count('"name"') == count
         ),
         None,
     )

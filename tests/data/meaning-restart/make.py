@@ -205,6 +205,66 @@ return events.groupBy({name}("k").alias("g")).agg(F.count("*").alias("n"))
 """
 
 
+#: A rate source: ``rate-micro-batch`` (its offsets are a row count per batch) or ``rate``
+#: (offsets are seconds since its start), under the same aggregation.
+RATE = """\
+def build(spark, paths):
+    from pyspark.sql import functions as F
+    events = {source}
+    return (events.groupBy((F.col("value") % 5).alias("bucket"))
+            .agg(F.count("*").alias("n"), F.sum("value").alias("total")))
+"""
+RATE_MICRO_BATCH = (
+    'spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 20)'
+    '.option("numPartitions", 2).option("startTimestamp", 0).load()'
+)
+RATE_PER_SECOND = (
+    'spark.readStream.format("rate").option("rowsPerSecond", 20).option("numPartitions", 2).load()'
+)
+
+#: transformWithStateInPandas keeping a running count and sum per grouping key; the key is a
+#: session id (user-cat) or the user id, both strings.
+TWS = """\
+def build(spark, paths):
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+    from pyspark.sql.types import LongType, StructField, StructType
+    schema = "id LONG, user STRING, k INT, cat STRING, v LONG, amount DOUBLE, ts TIMESTAMP"
+    events = (spark.readStream.schema(schema).json(paths["in0"])
+              .withColumn("session_id", F.concat("user", F.lit("-"), "cat"))
+              .withColumnRenamed("user", "user_id"))
+
+    class RunningTotal(StatefulProcessor):
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            fields = [StructField("n", LongType()), StructField("total", LongType())]
+            self.running = handle.getValueState("running", StructType(fields))
+
+        def handleInputRows(self, key, rows, timerValues):
+            n, total = self.running.get() if self.running.exists() else (0, 0)
+            for pdf in rows:
+                n += len(pdf)
+                total += int(pdf["v"].sum())
+            self.running.update((n, total))
+            yield pd.DataFrame({{"key": [str(key[0])], "n": [n], "total": [total]}})
+
+        def close(self) -> None:
+            pass
+
+    return (events
+            .groupBy("{key}")
+            .transformWithStateInPandas(statefulProcessor=RunningTotal(),
+                                        outputStructType="key string, n long, total long",
+                                        outputMode="Update", timeMode="None"))
+"""
+ROCKSDB = {
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    )
+}
+SCHEMA_CHECK_OFF = {"spark.sql.streaming.stateStore.stateSchemaCheck": "false"}
+
+
 def case(
     id: str,
     kind: str,
@@ -476,6 +536,68 @@ CASES = [
         ["user"],
         expect="not restorable (the control of the case above)",
     ),
+    # -- issue 28: a removed aggregate without the schema check, a rate source's format, ------
+    # -- transformWithState's grouping key ------------------------------------------------------
+    case(
+        "removed_last_aggregate_schema_check_off",
+        "remove_last_aggregate_schema_check_off",
+        agg(
+            'return events.groupBy("user").agg(F.sum("v").alias("sum_v"), '
+            'F.max("v").alias("max_v"))'
+        ),
+        agg('return events.groupBy("user").agg(F.sum("v").alias("sum_v"))'),
+        "update",
+        ["user"],
+        conf_a=SCHEMA_CHECK_OFF,
+        conf_b=SCHEMA_CHECK_OFF,
+        expect="restarts (the stored rows are only longer than the new schema)",
+    ),
+    case(
+        "removed_first_aggregate_schema_check_off",
+        "remove_first_aggregate_schema_check_off",
+        agg(
+            'return events.groupBy("user").agg(F.sum("v").alias("sum_v"), '
+            'F.max("v").alias("max_v"))'
+        ),
+        agg('return events.groupBy("user").agg(F.max("v").alias("max_v"))'),
+        "update",
+        ["user"],
+        conf_a=SCHEMA_CHECK_OFF,
+        conf_b=SCHEMA_CHECK_OFF,
+        expect="restarts, and max(v) reads the stored sum(v)",
+    ),
+    case(
+        "removed_last_aggregate_schema_check_on",
+        "remove_last_aggregate",
+        agg(
+            'return events.groupBy("user").agg(F.sum("v").alias("sum_v"), '
+            'F.max("v").alias("max_v"))'
+        ),
+        agg('return events.groupBy("user").agg(F.sum("v").alias("sum_v"))'),
+        "update",
+        ["user"],
+        expect="not restorable (the control of the case above)",
+    ),
+    case(
+        "rate_micro_batch_to_rate",
+        "change_source_format",
+        RATE.format(source=RATE_MICRO_BATCH),
+        RATE.format(source=RATE_PER_SECOND),
+        "update",
+        ["bucket"],
+        expect="not restorable (the rate source cannot read rate-micro-batch's offsets)",
+    ),
+    case(
+        "tws_grouping_key_session_to_user",
+        "change_tws_grouping_key_same_type",
+        TWS.format(key="session_id"),
+        TWS.format(key="user_id"),
+        "update",
+        ["key"],
+        conf_a=ROCKSDB,
+        conf_b=ROCKSDB,
+        expect="not safe (issue 28 item 3)",
+    ),
     # -- safe controls ------------------------------------------------------------------------
     case(
         "rename_grouping_key",
@@ -615,6 +737,16 @@ def _run(
     except Exception as exc:  # the streaming query failed
         text = str(exc)
         condition = _condition(text)
+        if condition is None:  # no error condition: Spark's innermost Java exception
+            java = _innermost(exc)
+            if java is not None:
+                return {
+                    "restarted": False,
+                    "error_class": None,
+                    "outcome": java[0],
+                    "message": f"{java[0]}: {java[1]}"[:1500],
+                    "batches": [],
+                }
         start = text.find(f"[{condition}]") if condition else 0
         return {
             "restarted": False,
@@ -637,6 +769,17 @@ def _condition(text: str) -> str | None:
         if match.group(1) not in WRAPPERS:
             return match.group(1)
     return None
+
+
+def _innermost(exc: BaseException) -> tuple[str, str] | None:
+    """The class and message of the innermost cause of the Java exception behind ``exc``
+    (a StreamingQueryException wrapping, say, a NumberFormatException), if any."""
+    throwable = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    if throwable is None:
+        return None
+    while throwable.getCause() is not None and throwable.getCause() != throwable:
+        throwable = throwable.getCause()
+    return throwable.getClass().getName(), str(throwable.getMessage())
 
 
 def _wm(progress: dict[str, Any]) -> str | None:
@@ -756,7 +899,9 @@ def record(c: dict[str, Any]) -> dict[str, Any]:
         "rename": c["rename"],
         "spark": {
             "restarted": spark["restarted"],
-            "outcome": "restarted" if spark["restarted"] else spark["error_class"],
+            "outcome": (
+                "restarted" if spark["restarted"] else spark.get("outcome") or spark["error_class"]
+            ),
             "error_class": spark["error_class"],
             "message": spark["message"],
             "batches": spark["batches"],
