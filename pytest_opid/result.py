@@ -218,6 +218,9 @@ class RestoreCheck:
     #: the previous state's source (a checkpoint keeps no window or key expression), each
     #: saying how to check it. The restore may be safe or not: nobody knows.
     unverified: tuple[RestoreProblem, ...] = ()
+    #: How the engine says the restore goes ahead, in its own words ("Spark 4.3 restarts the
+    #: new query from the checkpoint"); empty: "the new job starts from the previous state".
+    resumes: str = ""
 
     @property
     def safe(self) -> bool:

@@ -508,7 +508,9 @@ class Recorder:
                 restore = comparison.restore
             except DocumentError:
                 return
-            self._restore_warnings(restore, f"{title} restarting on the snapshot's checkpoint:")
+            self._restore_warnings(
+                restore, f"{title} restarting on the checkpoint the snapshotted query wrote:"
+            )
 
     def _picture(self, failure: str | None) -> str:
         """``--opid-html``: keep what the report draws of this test; the line that names the

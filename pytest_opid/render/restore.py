@@ -15,6 +15,7 @@ __all__ = ["render_restore"]
 def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
     """The verdict line, then problems, reinterpreted state and warnings (at most ``limit`` of
     each, with a count of the rest: the full lists are in ``to_dict()`` / ``--json``)."""
+    resumes = check.resumes or "the new job starts from the previous state"
     if check.restorable and check.reinterpreted:
         operators = {(r.state_id, r.operator_id) for r in check.reinterpreted}
         reads = plural(len(operators), "stateful operator reads", "stateful operators read")
@@ -26,14 +27,18 @@ def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
             head += f"; {plural(len(check.warnings), 'warning')}"
     elif check.restorable and check.unverified:
         head = (
-            "Restorable, meaning not verified: the new job starts from the previous state, "
-            "but what decides whether it reads that state as it was written could not be "
-            "checked here"
+            f"Restorable, meaning not verified: {resumes}, but what decides whether it reads "
+            "that state as it was written could not be checked here"
         )
         if check.warnings:
             head += f"; {plural(len(check.warnings), 'warning')}"
     elif check.restorable:
-        head = "Restorable: the new job starts from the previous state"
+        # where the engine says how it resumes, it resumes from a checkpoint (Spark's words)
+        head = (
+            f"Restarts from the checkpoint: {resumes}"
+            if check.resumes
+            else f"Restorable: {resumes}"
+        )
         if check.warnings:
             head += f", with {plural(len(check.warnings), 'warning')}"
     else:

@@ -133,7 +133,9 @@ def test_check_restore_exits_0_when_safe(
 
     a, b = _fingerprints(spark, tmp_path, F.col("cat").alias("c"))
     assert main(["check-restore", str(a), str(b)]) == 0
-    assert capsys.readouterr().out.startswith("Restorable: the new job starts")
+    out = capsys.readouterr().out
+    assert out.startswith("Restarts from the checkpoint: Spark "), out
+    assert "restarts the new query from the previous query's checkpoint" in out.splitlines()[0]
 
 
 @pytest.mark.spark_line(

@@ -302,4 +302,8 @@ def _judge(found: Findings) -> RestoreCheck:
         tuple(found.reinterpreted),
         verified,
         tuple(found.unverified) if not found.problems else (),
+        resumes=(
+            f"{found.spark} restarts the new query from {found.old.origin}, on its state and "
+            "offsets"
+        ),
     )

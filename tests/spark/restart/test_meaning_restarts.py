@@ -369,8 +369,11 @@ def test_check_restore_exit_codes(
     out = capsys.readouterr().out
     assert code == with_a, out
     assert "Not verified" not in out
-    if with_a == 0:
-        assert out.startswith("Restorable: the new job starts"), out
+    if with_a == 0:  # Spark's words: a restart from the checkpoint (not Flink's "job")
+        assert out.startswith(
+            "Restarts from the checkpoint: Spark 4.3 restarts the new query from the "
+            "checkpoint, on its state and offsets"
+        ), out
 
 
 # -- issue 28: the marked test on the new cases ------------------------------------------------
