@@ -79,6 +79,11 @@ class EngineRules(Protocol[_ComparisonT]):
     def added_warning(self, comparison: _ComparisonT) -> str | None:
         """A note for changes that pass but leave something unprotected, or ``None``."""
 
+    def other_version(self, made_with: str, checked_with: str) -> str:
+        """The end of one line, after "N snapshots were": that they were made with version
+        ``made_with`` of the engine and passed against this run's ``checked_with``, and what
+        the comparison could hold when the two versions record different facts."""
+
     def changes(self, comparison: _ComparisonT) -> dict[str, Any]:
         """The engine's own account of what changed beyond operators, as JSON-ready keys that
         :meth:`~pytest_opid.comparison.Comparison.to_dict` (``opid diff --json``) adds; ``{}``

@@ -92,6 +92,12 @@ class FlinkRules:
             "pytest --snapshot-update"
         )
 
+    def other_version(self, made_with: str, checked_with: str) -> str:
+        return (
+            f"made with Flink {made_with} and passed with Flink {checked_with}; "
+            "--snapshot-update records this version"
+        )
+
     def derive(self, c: Comparison) -> None:
         """Nothing: operators and chains paired by operator IDs say it all."""
         return None

@@ -39,9 +39,11 @@ from pytest_opid.io.json import (
 
 __all__ = [
     "CHUNK_ROWS",
+    "ENGINE_VERSION",
     "SAVED_VERSION",
     "Kinds",
     "decode_fast",
+    "is_engine_version",
     "read",
     "read_json",
     "to_dict",
@@ -49,9 +51,16 @@ __all__ = [
     "write_json",
 ]
 
-#: Version of the saved form :func:`to_dict` writes; version 1 (no ``version`` key, no engine
-#: tag) is still read.
-SAVED_VERSION = 2
+#: Version of the saved form :func:`to_dict` writes where the fingerprint names the engine
+#: version that made it (``engine_version``, since version 3); version 2 is written where it
+#: names none (Flink), byte for byte as before. Version 1 (no ``version`` key, no engine tag) is
+#: still read.
+SAVED_VERSION = 3
+#: The version written without an ``engine_version``.
+_UNVERSIONED = 2
+#: An engine version as its package spells it (PySpark's ``3.5.9``, ``4.1.0.dev1``).
+ENGINE_VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}(?:[.+\-]?[0-9A-Za-z]{1,16}){0,4}")
+_VERSION_CHARS = 48
 
 #: List entries per piece of the saved form's text (:func:`to_json`, :func:`write_json`): a
 #: piece of about a megabyte stays in the processor's cache from its rows to its text; 2,000
@@ -224,9 +233,10 @@ class _OutState(Struct, gc=False):
 class _Saved(Struct, forbid_unknown_fields=True, gc=False):
     operators: list[_Op]
     job_vertices: list[_Vertex]
-    version: Literal[1, 2] = _default(1)
+    version: Literal[1, 2, 3] = _default(1)
     engine: str = _default("")
     mode: Literal["streaming", "batch"] = _default("streaming")
+    engine_version: Annotated[str, Meta(max_length=_VERSION_CHARS)] | None = _default(None)
     state_operators: list[_State] | None = _default(None)
     sources: list[str] | None = _default(None)
     edges: list[tuple[_Int32, _Int32, str]] | None = _default(None)
@@ -263,6 +273,7 @@ class _Out(Struct, gc=False):
     version: int
     engine: str
     mode: str
+    engine_version: str | UnsetType
     operators: list[_Op]
     job_vertices: list[_OutVertex]
     state_operators: list[_OutState] | UnsetType = UNSET
@@ -287,10 +298,10 @@ class _Reader:
     def fingerprint(self, data: Any) -> Any:
         top = self._object(data, "")
         version = top.get("version", 1)
-        if type(version) is not int or version not in (1, SAVED_VERSION):
+        if type(version) is not int or not 1 <= version <= SAVED_VERSION:
             raise DocumentError(
                 f"unsupported saved fingerprint version {short(version)} "
-                f"(this release reads 1 and {SAVED_VERSION})"
+                f"(this release reads 1 to {SAVED_VERSION})"
             )
         for key in ("operators", "job_vertices"):
             if key not in top:
@@ -298,6 +309,18 @@ class _Reader:
         self._known(top, _KEYS[_Saved], "")
         engine = self._str(top, "engine", "", default="")
         mode = self._str(top, "mode", "", default="streaming")
+        engine_version = self._str(top, "engine_version", "", default=None)
+        if engine_version is not None and (
+            version < SAVED_VERSION or not is_engine_version(engine_version)
+        ):
+            raise DocumentError(
+                f"engine_version {short(engine_version)} "
+                + (
+                    f"is not a version number (as {engine or 'the engine'} spells one: 3.5.9)"
+                    if version >= SAVED_VERSION
+                    else f"needs version {SAVED_VERSION}, the file says {version}"
+                )
+            )
         if mode not in ("streaming", "batch"):
             raise DocumentError(
                 f"the saved fingerprint: mode must be 'streaming' or 'batch', got {short(mode)}"
@@ -333,7 +356,16 @@ class _Reader:
                 raise DocumentError(f"settings[{i}]: expected [name, value], two strings")
             settings.append((pair[0], pair[1]))
         return self.kinds.fingerprint(
-            operators, vertices, states, engine, mode, sources, edges, plan, tuple(settings)
+            operators,
+            vertices,
+            states,
+            engine,
+            mode,
+            sources,
+            edges,
+            plan,
+            tuple(settings),
+            engine_version=engine_version,
         )
 
     def _strings(self, top: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
@@ -635,9 +667,10 @@ def _saved(fp: Any) -> _Out:
         return UNSET if entries is None else make(entries)
 
     return _Out(
-        SAVED_VERSION,
+        _UNVERSIONED if fp.engine_version is None else SAVED_VERSION,
         fp.engine,
         fp.mode,
+        UNSET if fp.engine_version is None else fp.engine_version,
         _op_rows(fp.operators),
         _vertex_rows(fp.job_vertices, lists=True),
         rows(_state_rows, fp.state_operators),
@@ -662,10 +695,12 @@ def _json_pieces(fp: Any, rows_per_chunk: int, errors: str) -> Iterator[bytes]:
     is ``"strict"``; with ``"backslashreplace"`` the standard library writes that chunk and
     the surrogate is written as a backslash escape."""
     yield b'{\n  "version": %d,\n  "engine": %s,\n  "mode": %s' % (
-        SAVED_VERSION,
+        _UNVERSIONED if fp.engine_version is None else SAVED_VERSION,
         json.dumps(fp.engine, ensure_ascii=False).encode("utf-8", errors),
         json.dumps(fp.mode, ensure_ascii=False).encode("utf-8", errors),
     )
+    if fp.engine_version is not None:
+        yield b',\n  "engine_version": %s' % json.dumps(fp.engine_version).encode("ascii", errors)
     head, tail = len(_NESTED_HEAD), -len(_NESTED_TAIL)
     for key, value, make in _LISTS:
         entries = value(fp)
@@ -712,6 +747,10 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int, kinds: Kinds) -> 
     precise path names them). ``omitted`` is how many keys the text left out (defaults taken).
     Rows are taken apart into columns and built again with ``map`` and ``zip``: no Python code
     per operator."""
+    if saved.engine_version is not None and (
+        saved.version < SAVED_VERSION or not is_engine_version(saved.engine_version)
+    ):
+        return None  # the precise path names it
     raw_bytes = raw.encode("utf-8") if isinstance(raw, str) else raw
     ops = list(map(astuple, saved.operators))
     vertices = list(map(astuple, saved.job_vertices))
@@ -730,6 +769,7 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int, kinds: Kinds) -> 
         uid,
         names,
         (saved.engine,),
+        () if saved.engine_version is None else (saved.engine_version,),
         map(itemgetter(2), states),
         map(itemgetter(3), states),
         chain.from_iterable(stores),  # names and schemas (or None): all strings
@@ -816,4 +856,10 @@ def _from_saved(saved: _Saved, raw: bytes | str, omitted: int, kinds: Kinds) -> 
         edges,
         None if saved.plan is None else tuple(saved.plan),
         tuple(map(tuple, saved.settings)),  # type: ignore[arg-type]
+        engine_version=saved.engine_version,
     )
+
+
+def is_engine_version(text: str) -> bool:
+    """Whether ``text`` is an engine version as its package spells it (``3.5.9``)."""
+    return len(text) <= _VERSION_CHARS and ENGINE_VERSION.fullmatch(text) is not None

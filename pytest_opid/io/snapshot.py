@@ -32,6 +32,7 @@ from typing import Any
 from pytest_opid.errors import DocumentError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import open_regular, read_text
+from pytest_opid.io.saved_fingerprint import is_engine_version
 from pytest_opid.io.schema import fields_text, schema_json, schema_text, unclosed
 from pytest_opid.result import (
     ChainedOperator,
@@ -95,6 +96,8 @@ _HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _INT = re.compile(r"-?[0-9]{1,10}")
 _NONE = "-"
+#: [job] keys of formats 1-4; format 5 adds the engine version that made the fingerprint.
+_JOB_KEYS = ("engine", "mode")
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -155,7 +158,10 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str], marks: list[int] | None) ->
     vertex_number = {v.id: f"{'s' if once else 'v'}{i}" for i, v in enumerate(fp.job_vertices, 1)}
     lines = [HEADER_IDS_ONCE if once else HEADER]
     lines += [*(f"# {line}" if line else "#" for line in preamble), "", _JOB]
-    lines += _table(("key", "value"), [("engine", quote(fp.engine)), ("mode", quote(fp.mode))])
+    job = [("engine", quote(fp.engine)), ("mode", quote(fp.mode))]
+    if fp.engine_version is not None:  # the engine's rules differ between its versions
+        job.append(("engine_version", quote(fp.engine_version)))
+    lines += _table(("key", "value"), job)
     if fp.settings:
         lines += ["", _SETTINGS]
         lines += _table(("setting", "value"), [(quote(k), quote(v)) for k, v in fp.settings])
@@ -541,9 +547,15 @@ class _Reader:
         elif section == _JOB:
             _arity(cells, 2, where)
             key = cells[0]
-            if cells.quoted[0] or key not in ("engine", "mode") or key in self.job:
+            known = ("engine", "mode", "engine_version") if self.version >= 5 else _JOB_KEYS
+            if cells.quoted[0] or key not in known or key in self.job:
                 raise DocumentError(f"{where}: unexpected [job] row {key[:40]!r}")
-            self.job[key] = _string(cells, 1, where)
+            value = _string(cells, 1, where)
+            if key == "engine_version" and not is_engine_version(value):
+                raise DocumentError(
+                    f"{where}: engine_version {quote(value[:40])} is not a version number (3.5.9)"
+                )
+            self.job[key] = value
         elif section == _DETAILS:
             _arity(cells, 3, where)
             stateful = cells[2]
@@ -799,6 +811,7 @@ class _Reader:
             None,
             None if self.plan is None else tuple(self.plan),
             tuple(self.settings),
+            engine_version=self.job.get("engine_version"),
         )
 
 

@@ -24,7 +24,7 @@ import contextlib
 import functools
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +88,9 @@ class _Session:
     output_errors: list[str] = field(default_factory=list)
     # snapshots of passing tests that no longer match (harmless changes not yet recorded)
     stale: list[str] = field(default_factory=list)
+    # snapshots of passing tests made with another version of their engine than this run's:
+    # [path, engine, the version that made it, this run's]
+    other_versions: list[list[str]] = field(default_factory=list)
 
 
 _SESSION = pytest.StashKey[_Session]()
@@ -208,6 +211,7 @@ class Recorder:
         #: query that wrote previous='s checkpoint, for what a checkpoint does not keep
         self._snapshots: dict[int | str, Fingerprint] = {}
         self._stale: list[str] = []  # snapshots the check passed although their text differs
+        self._other_versions: list[list[str]] = []  # of those, made with another engine version
         self._unnamed = 0
         self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
@@ -476,7 +480,14 @@ class Recorder:
             self._asserted.add(result.snapshot_location)
             if ok:
                 if j.comparison is not None and not j.write:
-                    self._stale.append(j.where)
+                    old, new = j.comparison.old, j.comparison.new
+                    if old.engine_version and new.engine_version and (
+                        old.engine_version != new.engine_version
+                    ):  # said once for the session, not as a stale snapshot per test
+                        made = [j.where, new.engine, old.engine_version, new.engine_version]
+                        self._other_versions.append(made)
+                    else:
+                        self._stale.append(j.where)
                     self._warn_unprotected(j.comparison, j.title)
                 continue
             if isinstance(result.exception, SnapshotPathError):
@@ -505,7 +516,7 @@ class Recorder:
             self._item.warn(OpidSnapshotWarning(_safe(f"{title} {warning}")))
         if comparison.mode == "streaming" and comparison.new.state_operators is not None:
             try:
-                restore = comparison.restore
+                restore = _without_version_warning(comparison.restore)
             except DocumentError:
                 return
             self._restore_warnings(
@@ -592,6 +603,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if failures:
         pytest.fail(_safe("\n\n".join(failures) + picture), pytrace=False)
     item.config.stash[_SESSION].stale.extend(recorder._stale)
+    item.config.stash[_SESSION].other_versions.extend(recorder._other_versions)
     return result
 
 
@@ -800,6 +812,7 @@ def _finish(session: pytest.Session) -> None:
             workeroutput["opid_report"] = state.blocks
         workeroutput["opid_claims"] = [[p, n, k] for p, (n, k) in state.claims.items()]
         workeroutput["opid_stale"] = state.stale
+        workeroutput["opid_other_versions"] = state.other_versions
         if state.html is not None:
             workeroutput["opid_html"] = state.pictures
         return
@@ -937,6 +950,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         state.blocks.extend(output.get("opid_report", ()))
     state.pictures.extend(output.get("opid_html", ()))
     state.stale.extend(output.get("opid_stale", ()))
+    state.other_versions.extend(output.get("opid_other_versions", ()))
     for path, nodeid, key in output.get("opid_claims", ()):
         mine = (nodeid, key)
         other = state.claims.setdefault(path, mine)
@@ -970,6 +984,34 @@ def _summarise_stale(terminalreporter: Any, stale: list[str]) -> None:
         terminalreporter.write_line(f"  ... and {count - _STALE_LISTED} more")
 
 
+def _without_version_warning(restore: RestoreCheck) -> RestoreCheck:
+    """``restore`` without its note that the snapshot was made with another engine version:
+    the session's summary says that once (:func:`_summarise_other_versions`)."""
+    kept = tuple(w for w in restore.warnings if w.kind != "engine_version")
+    return restore if len(kept) == len(restore.warnings) else replace(restore, warnings=kept)
+
+
+def _summarise_other_versions(terminalreporter: Any, made: list[list[str]]) -> None:
+    """Snapshots made with another version of their engine: said once per pair of versions,
+    with what the comparison held (the engine's rules say which facts both versions record)."""
+    from pytest_opid.io.registry import engine_rules
+
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for where, engine, old, new in made:
+        groups.setdefault((engine, old, new), []).append(where)
+    for (engine, old, new), paths in sorted(groups.items()):
+        count = len(paths)
+        line = engine_rules(engine, None).other_version(old, new)
+        terminalreporter.write_line(
+            _safe(f"pytest-opid: {count} snapshot{' was' if count == 1 else 's were'} {line}"),
+            yellow=True,
+        )
+        for where in sorted(set(paths))[:_STALE_LISTED]:
+            terminalreporter.write_line(_safe(f"  {where}"))
+        if count > _STALE_LISTED:
+            terminalreporter.write_line(f"  ... and {count - _STALE_LISTED} more")
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(_SESSION, None)
     if state is None or hasattr(config, "workerinput"):
@@ -983,6 +1025,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line in state.output_errors:
         terminalreporter.write_line(_safe(f"pytest-opid: error: {line}"), red=True)
     _summarise_stale(terminalreporter, sorted(set(state.stale)))
+    _summarise_other_versions(terminalreporter, state.other_versions)
     if state.conflicts:
         terminalreporter.write_sep("=", "pytest-opid: tests sharing a snapshot file", red=True)
         for line in state.conflicts:

@@ -23,7 +23,7 @@ from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateO
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
 from pytest_opid.spark.restart.verdict import check_fingerprint
 from pytest_opid.spark.source_entries import short_source
-from pytest_opid.spark.words import KIND_WORDS, RECORD_AFTER
+from pytest_opid.spark.words import KIND_WORDS, RECORD_AFTER, other_version
 from pytest_opid.text import plural, quote
 
 #: Rows listed per section of an explanation; ``opid diff --json`` has them all.
@@ -200,6 +200,9 @@ class SparkRules:
             "a restart on an existing checkpoint would start it with empty state; nothing holds "
             "its position stable until you run pytest --snapshot-update"
         )
+
+    def other_version(self, made_with: str, checked_with: str) -> str:
+        return other_version(made_with, checked_with)
 
     def derive(self, c: Comparison) -> BatchDiff:
         """The stages and plan compared, as a batch job's verdict, explanation and JSON form

@@ -6,6 +6,7 @@ place, so that every verdict offers the same fix in the same words."""
 from __future__ import annotations
 
 from pytest_opid.spark.restart.findings import StatefulOperator
+from pytest_opid.spark.versions import WIDENING, engine_line, feature_line
 from pytest_opid.spark.vocabulary import GROUPING_KEY, KIND_BY_NAME
 from pytest_opid.text import printable, quote
 
@@ -116,3 +117,27 @@ KIND_WORDS = {
 RECORD_AFTER = (
     "Then, once the changed query runs one of these ways, record it as the new snapshot: {accept}"
 )
+
+
+def other_version(made_with: str, checked_with: str) -> str:
+    """The end of the session's one line on snapshots made with another PySpark: which facts
+    the comparison held (those both lines record), and that the snapshots stay as they are."""
+    made, checked = engine_line(made_with), engine_line(checked_with)
+    if made is None or checked is None or made == checked:
+        return (
+            f"made with PySpark {made_with} and passed with PySpark {checked_with} (the "
+            f"same restart rules); --snapshot-update records {checked_with}"
+        )
+    widening = feature_line(WIDENING)
+    nullability = (
+        "; state schemas without their nullability, which Spark "
+        f"{widening} widens and Spark {min(made, checked)} does not"
+        if min(made, checked) < widening <= max(made, checked)
+        else ""
+    )
+    return (
+        f"made with PySpark {made_with} and passed with PySpark {checked_with}, judged "
+        f"by Spark {checked}'s restart rules on what both lines record (stateful operators by "
+        f"position, state schemas, state meaning, sources, stages{nullability}); they stay the "
+        f"record of Spark {made}: --snapshot-update would replace them with Spark {checked}'s"
+    )

@@ -229,7 +229,7 @@ MALFORMED = {
         ("job_vertices", 0, "operators", 0, "generated"), "a" * 32 + "\n"
     ),
     "bad user id": with_(("operators", 0, "user_operator_id"), "x"),
-    "version 3": with_(("version",), 3),
+    "version 4": with_(("version",), 4),
     "version true": with_(("version",), True),
     "mode": with_(("mode",), "micro-batch"),
     "null engine": with_(("engine",), None),

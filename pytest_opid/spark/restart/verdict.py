@@ -205,7 +205,7 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
     )
     if made_on is not None and made_on != line:
         found.warn(
-            "state_operators",
+            "engine_version",
             f"The previous fingerprint was made with PySpark {old.engine_version}; this "
             f"verdict is Spark {line}'s, judged as if the checkpoint was written by Spark "
             f"{writer}"
