@@ -481,8 +481,10 @@ class Recorder:
             if ok:
                 if j.comparison is not None and not j.write:
                     old, new = j.comparison.old, j.comparison.new
-                    if old.engine_version and new.engine_version and (
-                        old.engine_version != new.engine_version
+                    if (
+                        old.engine_version
+                        and new.engine_version
+                        and (old.engine_version != new.engine_version)
                     ):  # said once for the session, not as a stale snapshot per test
                         made = [j.where, new.engine, old.engine_version, new.engine_version]
                         self._other_versions.append(made)

@@ -30,10 +30,15 @@ HERE = Path(__file__).parent
 def test_counts(opid):
     opid.record(str(HERE / "counts.json"))
 """
-KEY = json.dumps({"type": "struct", "fields": [{"name": "k", "type": "string",
-                                                "nullable": True, "metadata": {}}]})
-VALUE = json.dumps({"type": "struct", "fields": [{"name": "n", "type": "long",
-                                                  "nullable": False, "metadata": {}}]})
+KEY = json.dumps(
+    {
+        "type": "struct",
+        "fields": [{"name": "k", "type": "string", "nullable": True, "metadata": {}}],
+    }
+)
+VALUE = json.dumps(
+    {"type": "struct", "fields": [{"name": "n", "type": "long", "nullable": False, "metadata": {}}]}
+)
 
 
 def counts(version: str) -> Fingerprint:
@@ -47,10 +52,17 @@ def counts(version: str) -> Fingerprint:
         JobVertex(ids[0], "stage 0", 2, (ChainedOperator(ids[0]),), (0,)),
         JobVertex(ids[1], "stage 1", 4, (ChainedOperator(ids[1]),), (1,)),
     )
-    state = StateOperator(0, ids[1], "stateStoreSave", "stateStoreSave",
-                          (StateStore("default", KEY, VALUE),))
-    return Fingerprint(ops, vertices, (state,), engine="spark", sources=("FileStreamSource[in]",),
-                       engine_version=version)
+    state = StateOperator(
+        0, ids[1], "stateStoreSave", "stateStoreSave", (StateStore("default", KEY, VALUE),)
+    )
+    return Fingerprint(
+        ops,
+        vertices,
+        (state,),
+        engine="spark",
+        sources=("FileStreamSource[in]",),
+        engine_version=version,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -90,8 +102,10 @@ def test_the_same_line_says_the_rules_are_the_same(pytester: pytest.Pytester):
     result = run(pytester, "3.5.9")
     result.assert_outcomes(passed=1)
     out = " ".join(result.stdout.str().split())
-    assert "1 snapshot was made with PySpark 3.5.2 and passed with PySpark 3.5.9 (the same " \
+    assert (
+        "1 snapshot was made with PySpark 3.5.2 and passed with PySpark 3.5.9 (the same "
         "restart rules); --snapshot-update records 3.5.9" in out
+    )
 
 
 def test_update_records_the_running_version(pytester: pytest.Pytester):
