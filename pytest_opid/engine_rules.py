@@ -52,7 +52,11 @@ class EngineRules(Protocol[_ComparisonT]):
     An engine whose state is not found by operator ID (Spark: by position) says so with a
     class attribute ``ids_find_state = False``; its snapshots then write the IDs once
     (:func:`pytest_opid.io.snapshot.dumps`' ``ids_once``). Without it, they are written per
-    operator, as the engine restores state by them."""
+    operator, as the engine restores state by them.
+
+    An engine that plans a restarted program differently from a fresh one (Spark: settings the
+    old query's checkpoint pins) has an attribute ``plan_restarted(old, program)``, which
+    :func:`pytest_opid.check_restore` calls with a previous fingerprint and a live program."""
 
     name: str
 

@@ -68,11 +68,23 @@ def check_restore(
             "a previous fingerprint goes with previous state on disk that keeps no plan (a "
             "streaming checkpoint directory); the previous state here is a fingerprint already"
         )
-    new = program if isinstance(program, Fingerprint) else fingerprint(program)
     old = previous if isinstance(previous, Fingerprint) else fingerprint(previous)
+    new = program if isinstance(program, Fingerprint) else _planned(old, program)
     if old.engine and new.engine and (old.engine, old.mode) != (new.engine, new.mode):
         raise DocumentError(
             f"the previous state is a {old.engine} {old.mode} job's, the program a "
             f"{new.engine} {new.mode} one: they are different jobs"
         )
     return engine_rules(new.engine, new).check_restore(old, new, allow_non_restored_state)
+
+
+def _planned(old: Fingerprint, program: Any) -> Fingerprint:
+    """``program``'s fingerprint as its engine plans it restarting from ``old``'s state, where
+    the engine's rules say how (their ``plan_restarted``: a setting the old job's state pins
+    may change the plan); else as :func:`pytest_opid.fingerprint` makes it."""
+    if old.engine:
+        plan = getattr(engine_rules(old.engine, old), "plan_restarted", None)
+        if plan is not None:
+            planned: Fingerprint = plan(old, program)
+            return planned
+    return fingerprint(program)

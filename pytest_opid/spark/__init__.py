@@ -46,6 +46,7 @@ from pytest_opid.spark.restart.verdict import check_checkpoint
 from pytest_opid.spark.rules import SparkRules
 from pytest_opid.spark.versions import (
     WIDENING,
+    engine_line,
     feature_line,
     installed_line,
     installed_version,
@@ -149,20 +150,45 @@ def _check_program(
     checkpoint = read_checkpoint(path)
     # A Connect DataFrame's session too: its conf is the server-side session's, which the
     # replay plans in (or copies, replaying a remote plan locally).
+    new = _fingerprint_widened(program, checkpoint.confs.get(ALWAYS_NULLABLE, "false"))
+    if new is None:
+        return check_checkpoint(checkpoint, fingerprint(program), previous=previous)
+    return check_checkpoint(checkpoint, new, planned=True, previous=previous)
+
+
+def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
+    """``program``'s fingerprint planned with the state schema widening set to ``widened``
+    (``"true"``/``"false"``), its session's setting restored after; ``None`` where the
+    installed Spark has no such setting or the program no session."""
     session = getattr(program, "sparkSession", None)
     if session is None or installed_line() < feature_line(WIDENING):
-        return check_checkpoint(checkpoint, fingerprint(program), previous=previous)
-    pinned = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
+        return None
     before = session.conf.get(ALWAYS_NULLABLE, None)
-    session.conf.set(ALWAYS_NULLABLE, pinned)
+    session.conf.set(ALWAYS_NULLABLE, widened)
     try:
-        new = fingerprint(program)
+        return fingerprint(program)
     finally:
         if before is None:
             session.conf.unset(ALWAYS_NULLABLE)
         else:
             session.conf.set(ALWAYS_NULLABLE, before)
-    return check_checkpoint(checkpoint, new, planned=True, previous=previous)
+
+
+def _plan_restarted(old: Fingerprint, program: Any) -> Fingerprint:
+    """``program`` planned as Spark plans it restarting on the checkpoint of the query ``old``
+    describes: a query started before Spark 4.3 pinned no state schema widening, and 4.3
+    then plans the restarted query without it (as :func:`_check_program` does from the
+    checkpoint's own settings). Where ``old`` names no version, as the program plans now."""
+    made_on = engine_line(old.engine_version)
+    if made_on is not None and min(made_on, judging_line()) < feature_line(WIDENING):
+        planned = _fingerprint_widened(program, "false")
+        if planned is not None:
+            # said in the fingerprint: its schemas' nullability is then the restart's own
+            pinned = (ALWAYS_NULLABLE, "false")
+            if pinned in planned.settings:
+                return planned
+            return dataclasses.replace(planned, settings=(*planned.settings, pinned))
+    return fingerprint(program)
 
 
 def _check_checkpoint_with(
@@ -188,7 +214,7 @@ def register() -> None:
         )
     )
     register_hint(_pandas_hint)
-    register_engine(SparkRules())
+    register_engine(SparkRules(plan_restarted=_plan_restarted))
     register_restore_source(
         RestoreSource(
             "spark-checkpoint",

@@ -226,7 +226,7 @@ def _widened_by_its_spark(fp: Fingerprint) -> bool:
     in a store Spark widens shows it was planned without the widening (as on a checkpoint
     that pins none)."""
     made_on = engine_line(fp.engine_version) or installed_line()
-    if made_on < feature_line(WIDENING):
+    if made_on < feature_line(WIDENING) or (ALWAYS_NULLABLE, "false") in fp.settings:
         return False
     for op in fp.state_operators or ():
         if op.kind not in WIDENED_KINDS:

@@ -6,6 +6,11 @@ pair is judged here from the slim checkpoint for the Spark line that restarted i
 by this PySpark as Spark plans a restarted query (with the settings the checkpoint pins), and
 compared with what that Spark did: restarted (and, where the data says the results differ from
 B's own, that the state is read under another meaning), or refused with which error condition.
+
+The same pairs are judged from A's fingerprint as PySpark 3.5.9 made it
+(``previous-3.5.9.jsonl``, made by ``previous_fingerprints.py`` beside the data): the saved
+fingerprint says which PySpark made it, so the verdict takes the checkpoint as Spark 3.5 wrote
+it (no operator metadata, no widened schemas).
 """
 
 from __future__ import annotations
@@ -86,6 +91,33 @@ def verdict(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[[s
     return get
 
 
+PREVIOUS = {
+    rec["pair"]: rec["fingerprint"]
+    for rec in map(
+        json.loads, (DATA / "previous-3.5.9.jsonl").read_text(encoding="utf-8").splitlines()
+    )
+}
+
+
+@pytest.fixture(scope="module")
+def verdict_from_fingerprint(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], RestoreCheck]:
+    root = tmp_path_factory.mktemp("upgrade-restart-fingerprints")
+    done: dict[str, RestoreCheck] = {}
+
+    def get(case_id: str) -> RestoreCheck:
+        if case_id not in done:
+            rec = RECORDS[case_id]
+            folder = _extract(rec, root)
+            previous = pytest_opid.Fingerprint.from_dict(PREVIOUS[rec["pair"]])
+            with judged_for(rec["spark_version_b"]):
+                done[case_id] = pytest_opid.check_restore(previous, _build(spark, rec, folder))
+        return done[case_id]
+
+    return get
+
+
 def _agrees(check: RestoreCheck, rec: dict[str, Any]) -> bool:
     line = rec["spark_version_b"].rsplit(".", 1)[0]
     if check.restorable != rec["restarted"]:
@@ -111,6 +143,19 @@ def test_the_pairs() -> None:
 @pytest.mark.parametrize("case_id", sorted(RECORDS))
 def test_an_upgrade_restart(verdict: Callable[[str], RestoreCheck], case_id: str) -> None:
     check = verdict(case_id)
+    assert _agrees(check, RECORDS[case_id]), _explain(check)
+
+
+def test_every_pair_has_a_previous_fingerprint_made_by_35() -> None:
+    assert set(PREVIOUS) == {rec["pair"] for rec in RECORDS.values()}
+    assert {fp["engine_version"] for fp in PREVIOUS.values()} == {"3.5.9"}
+
+
+@pytest.mark.parametrize("case_id", sorted(RECORDS))
+def test_an_upgrade_restart_from_the_previous_fingerprint(
+    verdict_from_fingerprint: Callable[[str], RestoreCheck], case_id: str
+) -> None:
+    check = verdict_from_fingerprint(case_id)
     assert _agrees(check, RECORDS[case_id]), _explain(check)
 
 
