@@ -31,6 +31,15 @@ ELSEWHERE = {
         "not run: a placeholder (the line's verdicts: "
         "tests/spark/restart/test_restart_data_spark35.py)"
     ),
+    "opid fingerprint --spark jobs:orders_stream --json > orders-3.5.json": (
+        "not run: a placeholder (A's fingerprints made on 3.5: "
+        "tests/data/upgrade-restart/previous_fingerprints.py)"
+    ),
+    "opid check-restore CHECKPOINT new_job.py --previous-fingerprint orders-3.5.json "
+    "--spark-version 4.3": (
+        "not run: a placeholder (the upgrade pairs from A's fingerprint: "
+        "tests/spark/restart/test_upgrade_restarts.py)"
+    ),
     "pytest --opid-spark-version 3.5": (
         "not run: a placeholder (the line's verdicts: "
         "tests/spark/restart/test_restart_data_spark35.py)"
