@@ -142,6 +142,80 @@ def _streaming(spark: Any) -> dict[str, Callable[[], Any]]:
             .groupBy(F.window("timestamp", "5 minutes"))
             .agg(F.approx_count_distinct("k"))
         ),
+        "apply_in_pandas_with_state": lambda: (
+            rate()
+            .withColumn("user", F.concat(F.lit("u"), F.col("k").cast("string")))
+            .withColumn("k2", F.col("k") * 2)  # the Python state APIs group by columns
+            .groupBy("user", "k2")
+            .applyInPandasWithState(
+                _sessions,
+                "user string, k2 long, n long",
+                "n long, last timestamp",
+                "Update",
+                "ProcessingTimeTimeout",
+            )
+        ),
+        **_transform_with_state(rate),
+    }
+
+
+def _sessions(key: Any, pdfs: Any, state: Any) -> Any:
+    """applyInPandasWithState's function: a running count per group, timed out after 30
+    minutes without rows (never run: the fingerprint reads the plan)."""
+    import pandas as pd
+
+    n = state.get[0] if state.exists else 0
+    for pdf in pdfs:
+        n += len(pdf)
+    state.update((n, pd.Timestamp.now()))
+    state.setTimeoutDuration(30 * 60 * 1000)
+    yield pd.DataFrame({"user": [key[0]], "k2": [key[1]], "n": [n]})
+
+
+def _transform_with_state(rate: Callable[[], Any]) -> dict[str, Callable[[], Any]]:
+    """transformWithStateInPandas (PySpark 4.0 on): a value, a list and a map variable, a
+    computed grouping column beside a plain one. Not in the corpus before 4.0, which has no such
+    API (test_transform_with_state_is_in_the_corpus says it is there from 4.0)."""
+    try:
+        from pyspark.sql.streaming import StatefulProcessor
+    except ImportError:
+        return {}
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class Totals(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            count = StructType([StructField("n", LongType())])
+            self.count = handle.getValueState("count", count)
+            self.seen = handle.getListState("seen", StructType([StructField("v", LongType())]))
+            self.last = handle.getMapState(
+                "last", StructType([StructField("tag", StringType())]), count
+            )
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            import pandas as pd
+
+            n = 0
+            for pdf in rows:
+                n += len(pdf)
+            yield pd.DataFrame({"tag": [str(key[0])], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    return {
+        "transform_with_state": lambda: (
+            rate()
+            .withColumn("tag", F.concat(F.lit("t"), F.col("k").cast("string")))
+            .withColumn("parity", F.col("k") % 2)
+            .groupBy("tag", "parity")
+            .transformWithStateInPandas(
+                statefulProcessor=Totals(),
+                outputStructType="tag string, n long",
+                outputMode="Update",
+                timeMode="None",
+            )
+        ),
     }
 
 
@@ -209,3 +283,14 @@ def test_a_distinct_aggregate_names_its_input_not_its_id(spark: Any, corpus: Any
     # The final step's count has a new result id; its result attribute, named count(v#2L) by
     # Spark, is read as the aggregate it holds.
     assert fp.plan[0] == "Project [(id % 5), sum((id * 2)), count(DISTINCT (id * 2))]", fp.plan
+
+
+@pytest.mark.spark_line("4.0", reason="transformWithStateInPandas is PySpark 4.0's")
+def test_transform_with_state_is_in_the_corpus(corpus: Any) -> None:
+    """The corpus holds both Python state APIs where PySpark has them, and their state
+    operators are fingerprinted (as stateful operators with their meaning)."""
+    assert {"apply_in_pandas_with_state", "transform_with_state"} <= set(corpus)
+    for name in ("apply_in_pandas_with_state", "transform_with_state"):
+        fp = pytest_opid.fingerprint(corpus[name]())
+        (state,) = fp.state_operators or ()
+        assert any(fact.startswith("key 2") for fact, _ in state.meaning), (name, state.meaning)
