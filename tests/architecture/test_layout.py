@@ -252,11 +252,16 @@ def test_core_modules_do_not_branch_on_an_engine():
 
 
 #: Modules that import parts of the package inside functions, and why: the pytest plugin loads
-#: the core only when a test uses it (every pytest session imports the plugin); the jar command
+#: the core only when a test uses it (every pytest session imports the plugin and its four small
+#: modules: the marker, the recorder, the session, the snapshot files); the jar command
 #: and the flink fixtures need PyFlink, an optional extra; the spark_connect fixture loads the
 #: Spark package only when a test asks for it (every pytest session imports the fixtures).
 LAZY = {
     "pytest_opid.plugin",
+    "pytest_opid.plugin.marker",
+    "pytest_opid.plugin.recorder",
+    "pytest_opid.plugin.session",
+    "pytest_opid.plugin.snapshot_files",
     "pytest_opid.cli",
     "pytest_opid.plugin.flink",
     "pytest_opid.plugin.spark",

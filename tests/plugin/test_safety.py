@@ -622,7 +622,7 @@ def test_names_cannot_forge_lines_or_escapes_in_messages_and_warnings(pytester: 
 
 
 def test_the_message_filter_escapes_what_a_quote_might_miss():
-    from pytest_opid.plugin import _safe
+    from pytest_opid.plugin.session import safe as _safe
 
     assert _safe('a\tb\n"c"') == 'a\tb\n"c"'
     assert _safe("x\x1b[31m\r\x85\u2028\u2029\u202e\u2066\ufeff") == (

@@ -1,0 +1,95 @@
+"""Where a test's snapshot files are and what they are called: syrupy's assertion made with our
+extension from the start, a file's snapshot index, one spelling per file, and the message for two
+recordings that map to one file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = [
+    "beside_test",
+    "collision",
+    "path_key",
+    "relative",
+    "snapshot_index",
+    "syrupy_assertion",
+]
+
+
+def syrupy_assertion(item: pytest.Item, extension: type, location: Any, update: bool = True) -> Any:
+    """A syrupy assertion for ``item``, made as syrupy's ``snapshot`` fixture makes one, but
+    with ``extension`` from the start. The fixture's own assertion would register syrupy's
+    default (amber) extension, whose discovery walks all of ``__snapshots__`` and, under
+    ``--snapshot-update``, deletes every file there it does not know, which a test of ours must
+    not cause (say, the contents of a directory found at a snapshot path)."""
+    from syrupy.assertion import SnapshotAssertion
+
+    option = item.config.option
+    extra: dict[str, Any] = {}
+    if hasattr(option, "update_new_snapshots_only"):  # syrupy >= 5
+        extra["update_new_snapshots_only"] = bool(option.update_new_snapshots_only) and update
+    return SnapshotAssertion(
+        session=item.config._syrupy,  # type: ignore[attr-defined]
+        extension_class=extension,
+        test_location=location,
+        update_snapshots=bool(option.update_snapshots) and update,
+        **extra,
+    )
+
+
+def snapshot_index(filename: str, base: str) -> int | str | None:
+    """The snapshot index whose file is ``filename`` for a test whose index-0 snapshot name is
+    ``base`` (``test_x``, ``test_x.2``, ``test_x[name]``), or None."""
+    if not filename.endswith(".opid"):
+        return None
+    stem = filename[: -len(".opid")]
+    if stem == base:
+        return 0
+    if not stem.startswith(base):
+        return None
+    rest = stem[len(base) :]
+    if rest[:1] == "." and rest[1:].isascii() and rest[1:].isdigit() and rest[1] != "0":
+        return int(rest[1:])
+    if rest[:1] == "[" and rest.endswith("]") and len(rest) > 2:
+        return rest[1:-1]
+    return None
+
+
+def beside_test(item: pytest.Item, path: Any) -> Path:
+    """A path as the test wrote it: relative ones from the test file's folder."""
+    path = Path(path)
+    return path if path.is_absolute() else Path(item.path).parent / path
+
+
+def relative(location: str, root: Path) -> str:
+    try:
+        return str(Path(location).relative_to(root))
+    except ValueError:
+        return location
+
+
+def path_key(location: str) -> str:
+    """One spelling per snapshot file: the directory resolved (a symlinked ``__snapshots__``),
+    the file name as is (a link at the file itself is refused, not followed)."""
+    directory, name = os.path.split(os.path.abspath(location))
+    return os.path.normcase(os.path.join(os.path.realpath(directory), name))
+
+
+def collision(mine: tuple[str, int | str], other: tuple[str, int | str], where: str) -> str:
+    if mine[0] == other[0]:
+        who = f"{mine[0]} records two topologies ({other[1]!r} and {mine[1]!r}) that map"
+    else:
+        who = f"{other[0]} and {mine[0]} map"
+    return (
+        f"{who} to one snapshot file, {where}, and would overwrite each other's snapshot: "
+        'syrupy drops \\/?*:|"<> and control characters from snapshot file names and cuts them '
+        "at 250 characters; give them ids (pytest.param(..., id=...)) or name= values that "
+        "stay distinct"
+    )
