@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.flink import savepoint as module
+from pytest_opid.flink.savepoint import object_stream as module
 from pytest_opid.flink.savepoint import parse_metadata, read_savepoint
 
 _BASE = 0x7E0000
