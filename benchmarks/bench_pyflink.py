@@ -34,10 +34,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import pytest_opid  # noqa: E402
-from pytest_opid.flink.pyflink import (  # noqa: E402
-    FlinkJvm,
+from pytest_opid.flink.jvm import FlinkJvm  # noqa: E402
+from pytest_opid.flink.pyflink import stream_graph  # noqa: E402
+from pytest_opid.flink.stream_graph import (  # noqa: E402
     fingerprint_reading,
-    stream_graph,
     topology_from_graph_json,
 )
 from pytest_opid.plugin.flink import make_flink_env  # noqa: E402

@@ -9,10 +9,11 @@ savepoints and retained checkpoints (a directory holding ``_metadata``, or that 
 Modules: :mod:`.hasher` (``StreamGraphHasherV2``), :mod:`.chaining` (``isChainable`` and the
 JobGraph's vertices), :mod:`.compute` (both together), :mod:`.document` (topology document
 v1), :mod:`.builder` (a DataStream-like builder), :mod:`.plan` (execution plan import),
-:mod:`.rules` (savepoint restore by ID, in Flink's words), :mod:`.savepoint` (``_metadata``
-reader), :mod:`.restore` (Flink's restore verdict from a savepoint or an old fingerprint),
-:mod:`.pyflink` and :mod:`.jar` (real jobs through PyFlink's JVM; PyFlink itself is imported only
-when one is read).
+:mod:`.rules` (savepoint restore by ID, in Flink's words), :mod:`.savepoint` (the ``_metadata``
+reader, a package), :mod:`.restore` (Flink's restore verdict from a savepoint or an old
+fingerprint), :mod:`.pyflink` and :mod:`.jar` (real jobs through PyFlink's JVM: :mod:`.jvm` loads
+the Java side, :mod:`.java_helper`, and :mod:`.stream_graph` reads the StreamGraph it writes;
+PyFlink itself is imported only when one is read).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from pytest_opid.flink.compute import compute
 from pytest_opid.flink.document import decode_document, read_document
 from pytest_opid.flink.hasher import operator_ids, state_id_changes
 from pytest_opid.flink.jar import fingerprint_jar
+from pytest_opid.flink.jvm import FlinkJvm
 from pytest_opid.flink.plan import topology_from_plan
-from pytest_opid.flink.pyflink import FlinkJvm
 from pytest_opid.flink.restore import check_savepoint, pin_lines
 from pytest_opid.flink.rules import FlinkRules
 from pytest_opid.flink.savepoint import METADATA_FILE, Savepoint, read_savepoint

@@ -23,12 +23,11 @@ from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
 from pytest_opid.flink.chaining import ChainingRule
-from pytest_opid.flink.pyflink import (
-    FlinkJvm,
+from pytest_opid.flink.jvm import FlinkJvm, root_message
+from pytest_opid.flink.stream_graph import (
     StreamGraphReading,
     fingerprint_reading,
     read_stream_graph,
-    root_message,
 )
 from pytest_opid.result import Fingerprint
 
@@ -71,7 +70,7 @@ def jar_job_graph(
     parallelism: int | None = None,
 ) -> tuple[StreamGraphReading, list[dict[str, Any]]]:
     """Our reading of the jar's StreamGraph and Flink's own JobGraph of it (the tests' witness,
-    see :meth:`~pytest_opid.flink.pyflink.FlinkJvm.job_graph`)."""
+    see :meth:`~pytest_opid.flink.jvm.FlinkJvm.job_graph`)."""
     jvm = FlinkJvm.get()
     with jar_job(path, main_class, args, parallelism=parallelism) as job:
         reading = read_stream_graph(job.stream_graph)

@@ -64,7 +64,7 @@ def our_vertices(fp: Any) -> list[tuple[Any, ...]]:
 
 def compare_with_flink(reading: Any, vertices: list[dict[str, Any]]) -> Any:
     """Our fingerprint of ``reading`` after asserting it equals Flink's JobGraph."""
-    from pytest_opid.flink.pyflink import fingerprint_reading
+    from pytest_opid.flink.stream_graph import fingerprint_reading
 
     fp = fingerprint_reading(reading)
     ours, theirs = our_vertices(fp), flink_vertices(vertices, reading.exec_node_offset)
