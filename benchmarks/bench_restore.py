@@ -35,12 +35,8 @@ from bench_savepoint import MetadataWriter, checkpoint_properties  # noqa: E402
 
 from pytest_opid import fingerprint  # noqa: E402
 from pytest_opid.flink.builder import StreamEnvironment  # noqa: E402
-from pytest_opid.flink.restore import (  # noqa: E402
-    check_fingerprint,
-    check_savepoint,
-    default_max_parallelism,
-    pin_lines,
-)
+from pytest_opid.flink.restore import check_fingerprint, check_savepoint, pin_lines  # noqa: E402
+from pytest_opid.flink.restore_states import default_max_parallelism  # noqa: E402
 from pytest_opid.flink.savepoint import read_savepoint  # noqa: E402
 from pytest_opid.restore import check_restore  # noqa: E402
 from pytest_opid.result import Fingerprint  # noqa: E402

@@ -21,25 +21,37 @@ name restores that succeed but hand a stateful operator's state to another opera
 
 Flink stores state under the *generated* OperatorID even where ``setUidHash`` is set (the
 user-defined ID only maps old state on restore), so an old fingerprint's state is looked up by
-its ``operator_id``.
+its ``operator_id``. What the check reads (the old states, the new job's vertices as the
+scheduler sees them, Flink's default max parallelism) is :mod:`pytest_opid.flink.restore_states`'s.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from functools import cached_property, lru_cache, partial
-from itertools import chain, compress, repeat
-from operator import add, eq, getitem, is_not, itemgetter, lt, not_
-from typing import NamedTuple, cast
+from functools import cached_property
+from itertools import compress, repeat
+from operator import eq, getitem, is_not, itemgetter, lt, not_
+from typing import cast
 
 from pytest_opid.comparison import Comparison, compare
+from pytest_opid.flink.restore_states import (
+    OPERATOR_ID,
+    STATE_MAX,
+    UPPER_BOUND_MAX_PARALLELISM,
+    OldState,
+    OldStates,
+    ScheduledVertex,
+    fingerprint_states,
+    listed_states,
+    new_vertices,
+    savepoint_states,
+)
 from pytest_opid.flink.savepoint import Savepoint
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.result import (
     ChainedOperator,
     Fingerprint,
-    JobVertex,
     OperatorFingerprint,
     RestoreCheck,
     RestoreProblem,
@@ -49,246 +61,22 @@ from pytest_opid.text import quote
 __all__ = [
     "check_fingerprint",
     "check_savepoint",
-    "default_max_parallelism",
     "pin_lines",
 ]
 
-ENGINE = "flink"
 
-#: ``KeyGroupRangeAssignment.DEFAULT_LOWER_BOUND_MAX_PARALLELISM`` and ``UPPER_BOUND_...``
-LOWER_BOUND_MAX_PARALLELISM = 1 << 7
-UPPER_BOUND_MAX_PARALLELISM = 1 << 15
+ENGINE = "flink"
 
 _IGNORE_UNCLAIMED = (
     "--allowNonRestoredState (execution.state-recovery.ignore-unclaimed-state: true)"
 )
 
-
-@lru_cache(maxsize=1024)
-def default_max_parallelism(parallelism: int) -> int:
-    """The max parallelism Flink gives a job vertex whose program set none:
-    ``KeyGroupRangeAssignment.computeDefaultMaxParallelism`` of the parallelism as the scheduler
-    normalizes it (-1, "default", counts as 1): 1.5 times the parallelism rounded up to a power
-    of two, at least 128 and at most 32768."""
-    if parallelism == -1:
-        parallelism = 1  # SchedulerBase.normalizeParallelism
-    if not 0 < parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-        raise ValueError(
-            f"parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM} (or -1), "
-            f"got {parallelism}"
-        )
-    wanted = parallelism + parallelism // 2
-    power = 1 << (wanted - 1).bit_length()  # MathUtils.roundUpToPowerOfTwo
-    return min(max(power, LOWER_BOUND_MAX_PARALLELISM), UPPER_BOUND_MAX_PARALLELISM)
-
-
-# -- what the check reads ----------------------------------------------------------------------
-
-
-class _OldState(NamedTuple):
-    """One operator state the previous job left (or would leave) behind."""
-
-    operator_id: str
-    name: str | None
-    uid: str | None
-    max_parallelism: int
-    #: Flink fails on it when unmapped: coordinator state or any subtask with state
-    holds_state: bool
-    #: the subtask entries Flink counts (``getNumberCollectedStates() > 0``)
-    has_subtasks: bool
-    #: what it holds, for messages ("keyed state", ...); empty where unknown
-    kinds: tuple[str, ...]
-    #: the old job's fingerprint does not say whether it keeps state
-    unknown: bool = False
-
-
-class _Vertex(NamedTuple):
-    """A job vertex of the new job as the scheduler sees it."""
-
-    vertex: JobVertex
-    parallelism: int  # normalized: -1 counts as 1
-    max_parallelism: int  # the configured one, else Flink's default for the parallelism
-    configured_max: bool
-
-
-_KIND_WORDS = {
-    "managed_keyed": "keyed state",
-    "raw_keyed": "raw keyed state",
-    "managed_operator": "operator state",
-    "raw_operator": "raw operator state",
-    "input_channel": "in-flight data",
-    "result_subpartition": "in-flight data",
-    "upstream_output_buffer": "in-flight data",
-}
-
-
-def _savepoint_states(savepoint: Savepoint) -> list[_OldState]:
-    out = []
-    for op in savepoint.operators:
-        kinds = [_KIND_WORDS.get(k, k) for k in op.state_kinds]
-        if op.coordinator_state:
-            kinds.append("source coordinator state")
-        out.append(
-            _OldState(
-                operator_id=op.operator_id,
-                name=op.name,
-                uid=op.uid,
-                max_parallelism=op.max_parallelism,
-                holds_state=op.coordinator_state or op.has_state,
-                has_subtasks=op.subtask_states > 0 and not op.fully_finished,
-                kinds=tuple(dict.fromkeys(kinds)),
-            )
-        )
-    return out
-
-
-class _States:
-    """The old job's operator states as the check reads them: their IDs and max parallelisms
-    as columns, and each whole state (a :class:`_OldState`) built only where a message or a
-    rare case asks for it: a 100,000-operator fingerprint would otherwise cost as many objects
-    as it has operators, for a verdict that reads two columns."""
-
-    __slots__ = ("_make", "ids", "maxima")
-
-    def __init__(self, ids: list[str], maxima: list[int], make: Callable[[int], _OldState]):
-        self.ids = ids
-        self.maxima = maxima
-        self._make = make
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, position: int) -> _OldState:
-        return self._make(position)
-
-    def all(self) -> list[_OldState]:
-        return list(map(self._make, range(len(self.ids))))
-
-
-def _listed_states(states: Sequence[_OldState]) -> _States:
-    return _States(list(map(_STATE_ID, states)), list(map(_STATE_MAX, states)), states.__getitem__)
-
-
-def _fingerprint_states(old: Fingerprint) -> _States:
-    """What a savepoint of ``old`` would hold: every operator not known to be stateless, under
-    its generated ID, with its job vertex's max parallelism (as configured, else Flink's
-    default for the vertex's parallelism). Built by columns (``map``, ``compress`` in C): a
-    Python step per operator would cost more than reading the fingerprint."""
-    vertices = old.job_vertices
-    vertex_max: dict[str | None, int] = dict(
-        zip(
-            map(_VERTEX_ID, vertices),
-            map(_max_parallelism, map(_VERTEX_MAX, vertices), map(_VERTEX_PARALLELISM, vertices)),
-            strict=True,
-        )
-    )
-    if "" in vertex_max:
-        vertex_max[None] = vertex_max[""]  # an operator without a vertex looks up ""
-    operators = old.operators
-    if False in map(_STATEFUL, operators):  # known stateless operators leave nothing behind
-        operators = tuple(
-            compress(operators, map(is_not, map(_STATEFUL, operators), repeat(False)))
-        )
-    found = list(map(vertex_max.get, map(_JOB_VERTEX, operators)))
-    if None in found:  # no vertex lists it: its own setting
-        maxima = [
-            _max_parallelism(op.max_parallelism, op.parallelism) if m is None else m
-            for op, m in zip(operators, found, strict=True)
-        ]
-    else:
-        maxima = cast(list[int], found)
-    ids = list(map(_OPERATOR_ID, operators))
-    return _States(ids, maxima, partial(_fingerprint_state, operators, maxima))
-
-
-def _fingerprint_state(
-    operators: Sequence[OperatorFingerprint], maxima: Sequence[int], position: int
-) -> _OldState:
-    op = operators[position]
-    return _OldState(
-        op.operator_id, op.name, op.uid, maxima[position], True, True, (), op.stateful is None
-    )
-
-
-_OPERATOR_ID = itemgetter(OperatorFingerprint._fields.index("operator_id"))
-_NAME = itemgetter(OperatorFingerprint._fields.index("name"))
-_UID = itemgetter(OperatorFingerprint._fields.index("uid"))
-_JOB_VERTEX = itemgetter(OperatorFingerprint._fields.index("job_vertex"))
-_STATEFUL = itemgetter(OperatorFingerprint._fields.index("stateful"))
-_STATE_ID = itemgetter(_OldState._fields.index("operator_id"))
-_STATE_MAX = itemgetter(_OldState._fields.index("max_parallelism"))
-_OPERATORS = itemgetter(JobVertex._fields.index("operators"))
-_VERTEX_ID = itemgetter(JobVertex._fields.index("id"))
-_VERTEX_PARALLELISM = itemgetter(JobVertex._fields.index("parallelism"))
-_VERTEX_MAX = itemgetter(JobVertex._fields.index("max_parallelism"))
 #: An operator's generated ID (``False``) or user-defined ID (``True``): ``ChainedOperator[b]``.
 _PICK = cast(Callable[[ChainedOperator, bool], str], getitem)
 _UID_FIELD = OperatorFingerprint._fields.index("uid")
 _NAME_FIELD = OperatorFingerprint._fields.index("name")
 #: Values looked up by a scan of the unclaimed operators before they are indexed.
 _SCANS = 8
-
-
-@lru_cache(maxsize=4096)  # a job has few settings: map() over its vertices then runs in C
-def _max_parallelism(configured: int, parallelism: int) -> int:
-    if configured == -1:
-        return default_max_parallelism(_normalized(parallelism))
-    return configured
-
-
-def _normalized(parallelism: int) -> int:
-    return 1 if parallelism <= 0 else min(parallelism, UPPER_BOUND_MAX_PARALLELISM)
-
-
-def _new_vertices(
-    new: Fingerprint,
-) -> tuple[list[_Vertex], list[ChainedOperator], list[str], list[int], dict[str, int]]:
-    """The new job's vertices, their operators in order with their generated IDs, the index
-    of the vertex each runs in, and the vertex of each generated ID (a later vertex listing it
-    wins, as in Flink's HashMap). Operators that no vertex lists (a saved fingerprint without
-    chains) run as vertices of their own."""
-    vertices = list(new.job_vertices)
-    members = list(chain.from_iterable(map(_OPERATORS, vertices)))
-    generated = list(map(itemgetter(0), members))
-    sizes = map(len, map(_OPERATORS, vertices))
-    at = list(chain.from_iterable(map(repeat, range(len(vertices)), sizes)))
-    vertex_of = dict(zip(generated, at, strict=True))
-    ids = list(map(_OPERATOR_ID, new.operators))
-    if not all(map(vertex_of.__contains__, ids)):
-        unlisted = list(compress(new.operators, map(not_, map(vertex_of.__contains__, ids))))
-        for op in unlisted:
-            member = ChainedOperator(op.operator_id, op.user_operator_id)
-            vertices.append(
-                JobVertex(
-                    op.operator_id,
-                    op.name,
-                    op.parallelism,
-                    (member,),
-                    (op.node,),
-                    op.max_parallelism,
-                )
-            )
-            members.append(member)
-            generated.append(op.operator_id)
-            at.append(len(vertices) - 1)
-            vertex_of[op.operator_id] = len(vertices) - 1
-    settings = map(_scheduled, map(_VERTEX_PARALLELISM, vertices), map(_VERTEX_MAX, vertices))
-    scheduled = list(map(tuple.__new__, repeat(_Vertex), map(add, zip(vertices), settings)))
-    return scheduled, members, generated, at, vertex_of
-
-
-@lru_cache(maxsize=4096)  # a job has few settings: map() over its vertices then runs in C
-def _scheduled(parallelism: int, max_parallelism: int) -> tuple[int, int, bool]:
-    """A vertex's parallelism as the scheduler normalizes it, its max parallelism (the
-    configured one, else Flink's default) and whether it was configured: a :class:`_Vertex`
-    but for the vertex itself."""
-    normalized = _normalized(parallelism)
-    configured = max_parallelism != -1
-    return (
-        normalized,
-        max_parallelism if configured else default_max_parallelism(normalized),
-        configured,
-    )
 
 
 # -- the check ---------------------------------------------------------------------------------
@@ -299,7 +87,7 @@ def check_savepoint(
 ) -> RestoreCheck:
     """Flink's verdict on starting ``new`` from ``savepoint`` (a savepoint or retained
     checkpoint, as :func:`~pytest_opid.flink.savepoint.read_savepoint` reads it)."""
-    states = _listed_states(_savepoint_states(savepoint))
+    states = listed_states(savepoint_states(savepoint))
     return _Check(states, new, allow_non_restored_state).run()
 
 
@@ -316,7 +104,7 @@ def check_fingerprint(
     is the old job vertex's (or operator's), else Flink's default for its parallelism.
     ``comparison``, where the caller has it, saves pairing the two again."""
     with gc_paused():  # columns of a large job: the collector's passes would cost more
-        states = _fingerprint_states(old)
+        states = fingerprint_states(old)
         check = _Check(states, new, allow_non_restored_state, from_fingerprint=True)
         result = check.run()
     warnings = list(result.warnings)
@@ -329,7 +117,7 @@ def check_fingerprint(
 class _Check:
     def __init__(
         self,
-        states: _States,
+        states: OldStates,
         new: Fingerprint,
         allow: bool,
         *,
@@ -342,7 +130,7 @@ class _Check:
         #: every vertex's operators in order, their generated and user-defined IDs, and the
         #: index of the vertex each runs in
         self.vertices, self.members, self.generated, self.member_vertex, self.vertex_of = (
-            _new_vertices(new)
+            new_vertices(new)
         )
         self.users = list(map(itemgetter(1), self.members))
         self._receivers: dict[str, OperatorFingerprint] | None = None
@@ -355,7 +143,7 @@ class _Check:
     def by_id(self) -> dict[str, OperatorFingerprint]:
         """The new operators by generated ID (the first with it), for messages."""
         operators = self.new.operators
-        return dict(zip(map(_OPERATOR_ID, reversed(operators)), reversed(operators), strict=True))
+        return dict(zip(map(OPERATOR_ID, reversed(operators)), reversed(operators), strict=True))
 
     @property
     def receivers(self) -> dict[str, OperatorFingerprint]:
@@ -377,9 +165,9 @@ class _Check:
         owner = self._owners()
         first, ok, at = self._map(owner)
         if self._assigned_by_id(ok, at, owner):
-            remaining: dict[str, _OldState] = {}
+            remaining: dict[str, OldState] = {}
             via_user_id: set[str] = set()
-            bound: list[tuple[_OldState, _Vertex]] = []
+            bound: list[tuple[OldState, ScheduledVertex]] = []
             mapped_vertex: dict[str, int] = {}
         else:
             ids = list(compress(self.states.ids, ok))
@@ -424,7 +212,7 @@ class _Check:
 
     def _map(
         self, owner: dict[str, int]
-    ) -> tuple[list[tuple[int, _OldState, int]], list[bool], list[int]]:
+    ) -> tuple[list[tuple[int, OldState, int]], list[bool], list[int]]:
         """Step 1, ``Checkpoints.loadAndValidateCheckpoint`` in file order: the states that
         fail it, as (file position, state, vertex or -1); whether each state maps; the vertex
         each maps to (-1: none). A state whose vertex has its max parallelism maps; only the
@@ -434,7 +222,7 @@ class _Check:
         maxima: list[int | None] = [v.max_parallelism for v in self.vertices]
         maxima.append(None)  # at -1: no vertex
         ok = list(map(eq, map(maxima.__getitem__, at), states.maxima))
-        first: list[tuple[int, _OldState, int]] = []
+        first: list[tuple[int, OldState, int]] = []
         for position in compress(range(len(states)), map(not_, ok)):
             state, index = states[position], at[position]
             if index >= 0:
@@ -474,8 +262,8 @@ class _Check:
         return True
 
     def _assign(
-        self, mapped: dict[str, _OldState]
-    ) -> tuple[dict[str, _OldState], set[str], list[tuple[_OldState, _Vertex]]]:
+        self, mapped: dict[str, OldState]
+    ) -> tuple[dict[str, OldState], set[str], list[tuple[OldState, ScheduledVertex]]]:
         """Step 2, ``StateAssignmentOperation``: which operator takes which mapped state (the
         user-defined ID where the savepoint has state under it, else the generated one). Sets
         the receivers; returns the states nobody took, the IDs taken through a user-defined
@@ -500,12 +288,12 @@ class _Check:
         receivers = list(map(self.by_id.get, compress(generated, took)))
         known = list(map(is_not, receivers, repeat(None)))
         self._receivers = dict(zip(compress(chosen, known), filter(None, receivers), strict=True))
-        states: list[_OldState] = list(filter(None, taken))
+        states: list[OldState] = list(filter(None, taken))
         where = list(compress(self.member_vertex, took))
         parallelism = [v.parallelism for v in self.vertices]
-        bound: list[tuple[_OldState, _Vertex]] = []
-        if any(map(lt, map(_STATE_MAX, states), map(parallelism.__getitem__, where))):
-            by_vertex: dict[int, list[_OldState]] = defaultdict(list)
+        bound: list[tuple[OldState, ScheduledVertex]] = []
+        if any(map(lt, map(STATE_MAX, states), map(parallelism.__getitem__, where))):
+            by_vertex: dict[int, list[OldState]] = defaultdict(list)
             for state, index in zip(states, where, strict=True):
                 by_vertex[index].append(state)
             for index, group in by_vertex.items():
@@ -519,14 +307,14 @@ class _Check:
         return remaining, set(compress(users, via_user)), bound
 
     def _assign_in_turn(
-        self, mapped: dict[str, _OldState]
-    ) -> tuple[dict[str, _OldState], set[str], list[tuple[_OldState, _Vertex]]]:
+        self, mapped: dict[str, OldState]
+    ) -> tuple[dict[str, OldState], set[str], list[tuple[OldState, ScheduledVertex]]]:
         """:meth:`_assign` operator by operator, vertex by vertex, as Flink does it: where
         operators share an ID, the first to ask for a state takes it."""
         remaining = dict(mapped)
         receivers: dict[str, OperatorFingerprint] = {}  # state id -> operator that takes it
         via_user_id: set[str] = set()
-        bound: list[tuple[_OldState, _Vertex]] = []
+        bound: list[tuple[OldState, ScheduledVertex]] = []
         for vertex in self.vertices:
             taken = []
             for o in vertex.vertex.operators:
@@ -554,9 +342,9 @@ class _Check:
         step 2 was settled by ID and no two operators share one, their IDs (no receivers
         needed); else the receivers themselves, by identity."""
         if self._receivers is None:
-            ids = list(map(_OPERATOR_ID, self.new.operators))
+            ids = list(map(OPERATOR_ID, self.new.operators))
             if len(set(ids)) == len(ids):
-                return _OPERATOR_ID, set(self._taken)
+                return OPERATOR_ID, set(self._taken)
         return id, set(map(id, self.receivers.values()))
 
     def _unclaimed(
@@ -595,7 +383,7 @@ class _Check:
         self._indexed.add(field)
         return index.get(value, [])
 
-    def candidate(self, state: _OldState, claimed: set[int]) -> OperatorFingerprint | None:
+    def candidate(self, state: OldState, claimed: set[int]) -> OperatorFingerprint | None:
         """The new operator that is most likely the old one: the only one without state that
         has its uid, else the only one with its name. Never a guess among several, since
         ``setUidHash`` on the wrong operator restores foreign state into it."""
@@ -615,14 +403,14 @@ class _Check:
 
     # -- messages ----------------------------------------------------------------------------
 
-    def describe(self, state: _OldState) -> str:
+    def describe(self, state: OldState) -> str:
         if state.name is None and state.uid is None:
             return f"operator {state.operator_id}"
         name = quote(state.name) if state.name is not None else "an unnamed operator"
         uid = f" (uid {quote(state.uid)})" if state.uid is not None else ""
         return f"{name}{uid}"
 
-    def holds(self, state: _OldState) -> str:
+    def holds(self, state: OldState) -> str:
         if state.kinds:
             return ", ".join(state.kinds)
         if self.from_fingerprint:
@@ -633,7 +421,7 @@ class _Check:
             )
         return "state"
 
-    def unmapped_problem(self, state: _OldState, claimed: set[int]) -> RestoreProblem:
+    def unmapped_problem(self, state: OldState, claimed: set[int]) -> RestoreProblem:
         sid = state.operator_id
         lines = [
             f"{self.describe(state)} left {self.holds(state)} under {sid}, and no operator "
@@ -662,7 +450,7 @@ class _Check:
             "unmapped_state", "\n".join(lines), state_id=sid, operator_id=None, name=state.name
         )
 
-    def max_parallelism_problem(self, state: _OldState, vertex: _Vertex) -> RestoreProblem:
+    def max_parallelism_problem(self, state: OldState, vertex: ScheduledVertex) -> RestoreProblem:
         sid = state.operator_id
         head = self.by_id.get(vertex.vertex.id)
         receiver = self.by_id.get(sid) or next(
@@ -695,7 +483,7 @@ class _Check:
             name=state.name,
         )
 
-    def bound_problem(self, state: _OldState, vertex: _Vertex) -> RestoreProblem:
+    def bound_problem(self, state: OldState, vertex: ScheduledVertex) -> RestoreProblem:
         sid = state.operator_id
         receiver = self.receivers.get(sid)
         lines = [
@@ -717,7 +505,7 @@ class _Check:
             name=state.name,
         )
 
-    def skipped_warning(self, state: _OldState, claimed: set[int]) -> RestoreProblem:
+    def skipped_warning(self, state: OldState, claimed: set[int]) -> RestoreProblem:
         sid = state.operator_id
         candidate = self.candidate(state, claimed)
         fix = (
@@ -733,7 +521,7 @@ class _Check:
         )
         return RestoreProblem("state_skipped", message, state_id=sid, name=state.name)
 
-    def shadowed_warning(self, state: _OldState, index: int) -> RestoreProblem:
+    def shadowed_warning(self, state: OldState, index: int) -> RestoreProblem:
         sid = state.operator_id
         op = self.by_id.get(sid)
         who = f"{quote(op.name)} (node {op.node})" if op is not None else "its operator"
@@ -787,7 +575,7 @@ class _Check:
         own: OperatorFingerprint,
         kinds: tuple[str, ...] = (),
     ) -> RestoreProblem:
-        old = _OldState(sid, name, uid, -1, True, True, kinds)
+        old = OldState(sid, name, uid, -1, True, True, kinds)
         what = ", ".join(kinds) if kinds else "state"
         message = (
             f"{self.describe(old)}'s {what} ({sid}) goes to {quote(receiver.name)} (node "

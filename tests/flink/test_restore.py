@@ -21,12 +21,8 @@ import pytest_opid
 from pytest_opid import fingerprint
 from pytest_opid.errors import DocumentError
 from pytest_opid.flink.builder import StreamEnvironment
-from pytest_opid.flink.restore import (
-    check_fingerprint,
-    check_savepoint,
-    default_max_parallelism,
-    pin_lines,
-)
+from pytest_opid.flink.restore import check_fingerprint, check_savepoint, pin_lines
+from pytest_opid.flink.restore_states import default_max_parallelism
 from pytest_opid.flink.savepoint import OperatorState, Savepoint
 from pytest_opid.io.registry import engine_rules
 from pytest_opid.restore import check_restore

@@ -17,6 +17,7 @@ import pytest
 from pytest_opid.comparison import compare
 from pytest_opid.flink import restore
 from pytest_opid.flink.restore import check_fingerprint, check_savepoint
+from pytest_opid.flink.restore_states import fingerprint_states
 from pytest_opid.flink.savepoint import OperatorState, Savepoint
 from pytest_opid.result import ChainedOperator, Fingerprint, JobVertex, OperatorFingerprint
 
@@ -136,7 +137,7 @@ def test_the_shortcuts_give_flinks_order(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_lazy_receivers_are_the_ones_step_2_hands_out() -> None:
     settled = 0
     for old, new, _ in cases():
-        check = restore._Check(restore._fingerprint_states(old), new, False)
+        check = restore._Check(fingerprint_states(old), new, False)
         owner = check._owners()
         _, ok, at = check._map(owner)
         if not check._assigned_by_id(ok, at, owner):
@@ -145,7 +146,7 @@ def test_lazy_receivers_are_the_ones_step_2_hands_out() -> None:
         mapped = {check.states.ids[p]: check.states[p] for p, keep in enumerate(ok) if keep}
         lazy = check.receivers
         unclaimed = check._unclaimed()
-        eager = restore._Check(restore._fingerprint_states(old), new, False)
+        eager = restore._Check(fingerprint_states(old), new, False)
         remaining, via_user_id, bound = eager._assign_in_turn(mapped)
         assert (remaining, via_user_id, bound) == ({}, set(), [])
         assert list(lazy.items()) == list(eager.receivers.items())
