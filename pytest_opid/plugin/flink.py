@@ -6,7 +6,7 @@ of the same name in the user's conftest overrides these.
 
 * ``flink_jvm``: PyFlink's JVM (started once per test process, as PyFlink always does) with
   pytest-opid's stream graph reader loaded into it: a
-  :class:`~pytest_opid.flink.pyflink.FlinkJvm`.
+  :class:`~pytest_opid.flink.jvm.FlinkJvm`.
 * ``flink_env_factory``: a function making a new ``StreamExecutionEnvironment`` on that JVM:
   ``flink_env_factory(parallelism=1, batch=False, config=None)``.
 * ``flink_env``: one new environment for the test (parallelism 1, streaming).
