@@ -156,3 +156,8 @@ DEFAULT_COL_FAMILY_NAME = "default"
 #: The meaning fact of a transformWithState's state encoding (``spark.sql.streaming.stateStore
 #: .encodingFormat``, pinned by the checkpoint): under ``avro`` values may evolve.
 ENCODING_FACT = "state encoding"
+
+
+#: The meaning fact of the Python code that updates a state (applyInPandasWithState's
+#: function, a transformWithState processor): :mod:`pytest_opid.spark.function_digest`.
+FUNCTION_DIGEST_FACT = "function digest"

@@ -69,7 +69,12 @@ from pytest_opid.spark.query.expressions import MeaningPlan
 from pytest_opid.spark.query.meaning import operator_meaning
 from pytest_opid.spark.query.plan_tree import WORD, WRAPPERS, plan_children, plan_tree, word_after
 from pytest_opid.spark.transform_with_state import transform_with_state_meaning
-from pytest_opid.spark.vocabulary import SCHEMA_CHECK_FACT, SHUFFLE_PARTITIONS, STATEFUL_OPERATORS
+from pytest_opid.spark.vocabulary import (
+    FUNCTION_DIGEST_FACT,
+    SCHEMA_CHECK_FACT,
+    SHUFFLE_PARTITIONS,
+    STATEFUL_OPERATORS,
+)
 
 _EXCHANGES = frozenset({"ShuffleExchangeExec", "BroadcastExchangeExec"})
 
@@ -197,6 +202,7 @@ def graph_from_plan(
                 key_types=keys,
                 stores=tuple(read[i].stores) if read else (),
                 meaning=(_tws_meaning(read[i], kind) + facts if read else facts)
+                + (_function_fact(read[i]) if read else ())
                 + (() if schema_check else ((SCHEMA_CHECK_FACT, "off"),)),
             )
             for i, (node, kind, keys, facts) in enumerate(builder.stateful)
@@ -217,6 +223,13 @@ def _tws_meaning(reading: Any, kind: str) -> tuple[tuple[str, str], ...]:
         getattr(reading, "processor", None),
         getattr(reading, "encoding", None),
     )
+
+
+def _function_fact(reading: Any) -> tuple[tuple[str, str], ...]:
+    """The digest of the Python code that updates the state, where the operator runs some
+    (:mod:`~pytest_opid.spark.function_digest`)."""
+    value = getattr(reading, "function", None)
+    return ((FUNCTION_DIGEST_FACT, value),) if isinstance(value, str) else ()
 
 
 def _check_plan(plan: Any, what: str) -> list[dict[str, Any]]:

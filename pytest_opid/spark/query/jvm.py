@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
-from pytest_opid.result import StateStore
+from pytest_opid.result import UNKNOWN, StateStore
+from pytest_opid.spark.function_digest import command_digest
 from pytest_opid.spark.query.gateway import (
     Gateway,
     find_java_class,
@@ -50,6 +51,10 @@ class StateReading(NamedTuple):
     processor: ProcessorRecord | None = None
     #: transformWithState's state encoding (``unsaferow``, ``avro``): decides how values evolve
     encoding: str | None = None
+    #: the digest of the Python code that updates the state (applyInPandasWithState's
+    #: function, a transformWithState processor) as a meaning fact's value; ``None``: no
+    #: Python code (a Scala or Java function)
+    function: str | None = None
 
 
 class PlanReading(NamedTuple):
@@ -74,6 +79,10 @@ class PlanReading(NamedTuple):
 
 #: An expression id in Spark's text of an expression (``ts#12``, ``id#3L``).
 _EXPR_ID = re.compile(r"#\d+L?")
+
+
+#: transformWithState operators whose processor is Python code.
+_PYTHON_TRANSFORM_WITH_STATE = ("TransformWithStateInPandasExec", "TransformWithStateInPySparkExec")
 
 
 #: A cached relation in a plan's JSON (``InMemoryTableScanExec`` and its relation).
@@ -314,8 +323,27 @@ class Jvm(Gateway):
             except Exception:  # py4j: an operator this Spark version builds differently
                 stores, record = (), None  # unknown: restore checks say they cannot check them
             tws = classes[i].startswith("TransformWithState")
-            out.append(StateReading(node.shortName(), stores, record, encoding if tws else None))
+            function = self._function_digest(node, classes[i])
+            out.append(
+                StateReading(node.shortName(), stores, record, encoding if tws else None, function)
+            )
         return tuple(out)
+
+    def _function_digest(self, node: Any, cls: str) -> str | None:
+        """The digest of the Python code that updates the operator's state
+        (:mod:`pytest_opid.spark.function_digest`), read from the pickled function Spark
+        keeps (``PythonFunction.command``); UNKNOWN where it cannot be read or unpickled."""
+        try:
+            if cls == "FlatMapGroupsInPandasWithStateExec":
+                function = node.functionExpr().func()
+            elif cls in _PYTHON_TRANSFORM_WITH_STATE:
+                function = self._private(node, "pythonFunction")
+            else:
+                return None  # flatMapGroupsWithState and Scala transformWithState: JVM code
+            tag = getattr(getattr(self.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
+            return command_digest(bytes(function.command().toArray(tag))).fact
+        except Exception:  # py4j or unpickling: code pytest-opid cannot reach
+            return UNKNOWN
 
     def _everything(self) -> Any:
         """A Scala PartialFunction defined everywhere that returns its argument."""

@@ -14,6 +14,9 @@ means, as ``(fact, value)`` pairs in Spark's own order (:attr:`StateOperator.mea
 * ``window`` / ``session window``: the time column and the window's durations;
 * ``join type``, ``left key N``, ``right key N``, ``left input``, ``right input``;
 * ``function``, ``state schema``, ``timeout`` (applyInPandasWithState, flatMapGroupsWithState);
+  ``function digest``, the digest of the Python code that updates the state
+  (:mod:`pytest_opid.spark.function_digest`, added from the JVM's pickled function by
+  :mod:`pytest_opid.spark.query.graph`);
 * ``output mode``, ``watermark``, ``limit``.
 
 A fact the plan does not show is :data:`~pytest_opid.result.UNKNOWN`, never guessed. Which

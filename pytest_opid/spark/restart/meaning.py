@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pytest_opid.result import UNKNOWN
-from pytest_opid.spark.vocabulary import AGGREGATIONS, GROUP_STATES
+from pytest_opid.spark.function_digest import fact_parts
+from pytest_opid.spark.vocabulary import AGGREGATIONS, FUNCTION_DIGEST_FACT, GROUP_STATES
 
 
 class Change(NamedTuple):
@@ -28,6 +29,8 @@ class Change(NamedTuple):
     #: False: the change may or may not reinterpret the state; what the old query left (a
     #: checkpoint) cannot tell, and the message says how to check it
     verified: bool = True
+    #: the fix of a reinterpreting change ("\nFix:\n  - ..."), where it is not the usual one
+    fix: str | None = None
 
 
 #: Positional facts: ``<family> N``, compared as lists.
@@ -115,10 +118,15 @@ def compare_meaning(
                 "read as the right input's and joined as such.",
             )
         )
+    digests = _function_digest(head, number, origin, before, after)
+    out += digests
+    compared = _digest_known(before) and _digest_known(after)
     for fact in _WARN_ONLY:
         was_s, now_s = _single(before, fact), _single(after, fact)
         if was_s is None or now_s is None or was_s == now_s or UNKNOWN in (was_s, now_s):
             continue
+        if fact == "function" and compared:
+            continue  # the code itself was compared: a rename alone changes nothing
         out.append(
             Change(
                 "state_meaning",
@@ -128,6 +136,79 @@ def compare_meaning(
             )
         )
     return out
+
+
+def _digest_known(families: Mapping[str, list[str]]) -> bool:
+    value = _single(families, FUNCTION_DIGEST_FACT)
+    return value is not None and fact_parts(value) is not None
+
+
+def _function_digest(
+    head: str,
+    number: int,
+    origin: str,
+    before: Mapping[str, list[str]],
+    after: Mapping[str, list[str]],
+) -> list[Change]:
+    """The Python code that updates the state (:mod:`pytest_opid.spark.function_digest`):
+    another digest means another function reads and updates the old state."""
+    now = _single(after, FUNCTION_DIGEST_FACT)
+    if now is None:
+        return []  # no Python code updates this state
+    was = _single(before, FUNCTION_DIGEST_FACT)
+    if was is None:
+        return [
+            Change(
+                "state_meaning",
+                False,
+                f"{head}: {origin} records no digest of the function that updates the state "
+                "(saved before pytest-opid recorded it), so a change of its code was not "
+                "noticed; record it with pytest --snapshot-update",
+            )
+        ]
+    parts_was, parts_now = fact_parts(was), fact_parts(now)
+    if parts_was is None or parts_now is None:
+        return [_unknown(head, "function that updates the state")]
+    if parts_was == parts_now:
+        return []
+    name = _single(after, "function") or _single(after, "processor") or UNKNOWN
+    what = "processor" if _single(after, "processor") is not None else "function"
+    if parts_was[1] != parts_now[1]:
+        return [
+            Change(
+                "state_meaning",
+                False,
+                f"{head}: the function that updates state/{number} ({what} {name}) was "
+                f"digested from {parts_was[1]} before and from {parts_now[1]} now, so its "
+                "code was not compared: make both fingerprints where its source file is found "
+                "(code run by exec has none) and on the same Python version.",
+                verified=False,
+            )
+        ]
+    return [
+        Change(
+            "state_meaning",
+            True,
+            f"{head}: the function that updates state/{number} changed ({what} {name}: its "
+            "code, its constants or the values it closes over or reads from its module; "
+            f"digest {parts_was[0]} -> {parts_now[0]}); Spark will feed it the old state. "
+            "Spark restarts (the state schema is the same), and the results are wrong unless "
+            "the new code reads the old state as the old code wrote it: state built under "
+            "the old rules is continued under the new ones.",
+            fix=FIX_FUNCTION,
+        )
+    ]
+
+
+#: The fix of a changed state function: the old state may still mean the same to it.
+FIX_FUNCTION = (
+    "\nFix:\n"
+    "  - if the old state still means the same to the new code (the same fields, written by "
+    "the same rules), accept the change: pytest --snapshot-update records it (opid "
+    "check-restore: --allow-reinterpreted-state)\n"
+    "  - or run the changed query on a new checkpoint location: its state starts empty and "
+    "its sources start from their beginning (or startingOffsets)"
+)
 
 
 _WARN_WHY = {
@@ -406,6 +487,12 @@ def checkpoint_meaning(
     inputs = [_bare(v) for v in facts.get("aggregate", []) if _reads_columns(_bare(v))]
     if aggregates and inputs:
         unchecked.append(f"the aggregates' input columns (now {', '.join(inputs)})")
+    function = _single(facts, FUNCTION_DIGEST_FACT)
+    if function is not None:
+        name = _single(facts, "function") or _single(facts, "processor") or UNKNOWN
+        unchecked.append(
+            f"the function that updates the state (now {name}: a checkpoint keeps no code)"
+        )
     join_keys = facts.get("left key", []) + facts.get("right key", [])
     if operator == "symmetricHashJoin" and join_keys:
         left = ", ".join(map(_bare, facts.get("left key", [])))

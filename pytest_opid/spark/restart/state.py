@@ -17,6 +17,7 @@ from pytest_opid.spark.restart.transform_with_state import (
     check_properties,
 )
 from pytest_opid.spark.vocabulary import (
+    FUNCTION_DIGEST_FACT,
     SCHEMA_CHECK_FACT,
     SHUFFLE_PARTITIONS,
     TRANSFORM_WITH_STATE,
@@ -231,7 +232,7 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
     where = {"state_id": str(new.number), "operator_id": new.operator_id, "name": old.name}
     for change in changes:
         if change.reinterprets:
-            found.reinterpret(change.kind, change.message + FIX_MEANING, **where)
+            found.reinterpret(change.kind, change.message + (change.fix or FIX_MEANING), **where)
         elif not change.verified:
             found.unverify(change.kind, change.message, **where)
         else:
@@ -242,6 +243,8 @@ def _keys_only(op: StatefulOperator, count: int) -> StatefulOperator:
     """``op`` with only its grouping key facts, and its key schema as the checkpoint files
     it in every column family (the first one's keyed by ``count`` fields: the grouping key's)."""
     keys = tuple(f for f in op.meaning if f[0].startswith("key "))
+    # and the processor's code (function_digest), judged as any state function's
+    code = tuple(f for f in op.meaning if f[0] in ("processor", FUNCTION_DIGEST_FACT))
     # a value or list variable's column family is keyed by the grouping key alone (a map's by
     # the grouping key and its user key, a timer's by the key and a time)
     first = next(
@@ -253,7 +256,7 @@ def _keys_only(op: StatefulOperator, count: int) -> StatefulOperator:
         None,
     )
     stores = {"default": (first, None)} if first is not None else {}
-    return dataclasses.replace(op, meaning=keys, stores=stores)
+    return dataclasses.replace(op, meaning=keys + code if keys else (), stores=stores)
 
 
 def check_partitions(found: Findings, old: StatefulOperator, new: StatefulOperator) -> None:
