@@ -186,6 +186,40 @@ WINDOWED = """
             .agg(F.count("*").alias("n"), F.sum("v").alias("sum_v")))
 """
 
+#: A session per user that lasts at most SESSION_TIMEOUT from its first event (issue 28, item
+#: 4): the timeout is a module constant the function reads, not a part of the plan.
+SESSIONS = """\
+from datetime import timedelta
+
+SESSION_TIMEOUT = timedelta(minutes={minutes})
+
+
+def build(spark, paths):
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+    schema = "id LONG, user STRING, k INT, cat STRING, v LONG, amount DOUBLE, ts TIMESTAMP"
+    events = spark.readStream.schema(schema).json(paths["in0"])
+
+    def {name}(key, pdfs, state):
+        start, n, total = state.get if state.exists else (None, 0, 0)
+        rows = pd.concat(list(pdfs)).sort_values(["ts", "id", "v"])
+        limit = SESSION_TIMEOUT // timedelta(milliseconds=1)
+        for ts, v in zip(rows["ts"], rows["v"]):
+            ms = int(pd.Timestamp(ts).value // 1_000_000)
+            if start is None or ms - start > limit:
+                start, n, total = ms, 0, 0
+            n += 1
+            total += int(v)
+        state.update((start, n, total))
+        yield pd.DataFrame({{"user": [key[0]], "start_ms": [start], "n": [n], "total": [total]}})
+
+    return (events
+            .groupBy("user")
+            .applyInPandasWithState({name}, "user string, start_ms long, n long, total long",
+                                    "start_ms long, n long, total long", "Update",
+                                    GroupStateTimeout.NoTimeout))
+"""
+
 BY_USER = 'return events.groupBy("user").agg(F.sum("v").alias("sum_v"), F.count("*").alias("n"))'
 
 NESTED_KEY = """
@@ -672,6 +706,24 @@ CASES = [
         "update",
         ["user"],
         expect="safe",
+    ),    # -- issue 28, item 4: the function that updates the state -------------------------------
+    case(
+        "pandas_state_function_timeout_30_to_10_minutes",
+        "change_state_function_constant",
+        SESSIONS.format(minutes=30, name="sessions"),
+        SESSIONS.format(minutes=10, name="sessions"),
+        "update",
+        ["user"],
+        expect="not safe (the same function name and state schema, another session timeout)",
+    ),
+    case(
+        "pandas_state_function_renamed",
+        "rename_state_function",
+        SESSIONS.format(minutes=30, name="sessions"),
+        SESSIONS.format(minutes=30, name="user_sessions"),
+        "update",
+        ["user"],
+        expect="safe (the same code under another name)",
     ),
 ]
 BY_ID = {c["id"]: c for c in CASES}

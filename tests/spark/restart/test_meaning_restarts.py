@@ -67,6 +67,7 @@ CHECKPOINT_CANNOT_SEE = {
     "join_keys_change",
     "grouping_key_udf_swapped",  # the key field is g either way; which UDF is in no file
     "grouping_key_struct_field",  # g either way
+    "pandas_state_function_timeout_30_to_10_minutes",  # a checkpoint keeps no code
 }
 
 
@@ -99,6 +100,9 @@ CHANGES_RESULTS = {
     "removed_first_aggregate_schema_check_off",
     # transformWithStateInPandas, groupBy("session_id") -> groupBy("user_id"), both strings
     "tws_grouping_key_session_to_user",
+    # applyInPandasWithState's function, same name and state schema: SESSION_TIMEOUT 30 -> 10
+    # minutes (issue 28, item 4)
+    "pandas_state_function_timeout_30_to_10_minutes",
 }
 #: Spark refuses B (the type-checked controls, and an added aggregate column even with
 #: stateSchemaCheck=false: the state rows' format validation fails the first batch).
@@ -121,8 +125,8 @@ BY_DESIGN = {"add_filter_upstream", "join_inner_to_left_outer"}
 def test_the_data_set() -> None:
     """Every case of issue 18, item 2 and the safe controls, and issue 28's (a removed
     aggregate without the schema check, a rate source's format, transformWithState's
-    grouping key), small enough to keep."""
-    assert len(RECORDS) == 33
+    grouping key, the function that updates a state), small enough to keep."""
+    assert len(RECORDS) == 35
     assert sum(p.stat().st_size for p in DATA.rglob("*") if p.is_file()) < 2_000_000
     restarted = {c for c, rec in RECORDS.items() if rec["spark"]["restarted"]}
     assert {c: RECORDS[c]["spark"]["outcome"] for c in set(RECORDS) - restarted} == REFUSED
@@ -259,8 +263,12 @@ def test_an_unchanged_query_on_its_own_checkpoint(judged: Any, case_id: str) -> 
     said = " ".join(u.message for u in check.unverified)
     assert "count(1)" not in said and "count(*)" not in said, said
     before = RECORDS[case_id]["before_code"]
-    # (a key computed under its name, concat(user, '-', cat) AS session_id, is not either)
-    if not re.search(r"F\.(sum|max|min|avg|concat)\(|window|\.join\(|udf", before):
+    # (a key computed under its name, concat(user, '-', cat) AS session_id, is not either; nor
+    # the code of the function that updates a state, which a checkpoint does not keep)
+    if not re.search(
+        r"F\.(sum|max|min|avg|concat)\(|window|\.join\(|udf|applyInPandasWithState|transformWithState",
+        before,
+    ):
         assert check.meaning_verified, _explain(check)
 
 
@@ -336,6 +344,8 @@ def test_swapped_grouping_keys_change_results_live(spark: Any, tmp_path: Path) -
         ("tws_grouping_key_session_to_user", 1, 1),
         ("rate_micro_batch_to_rate", 1, 1),
         ("removed_last_aggregate_schema_check_off", 3, 0),
+        ("pandas_state_function_timeout_30_to_10_minutes", 3, 1),
+        ("pandas_state_function_renamed", 3, 0),
     ],
 )
 def test_check_restore_exit_codes(
@@ -406,6 +416,8 @@ def test_the_query(spark, opid):
         ("removed_first_aggregate_schema_check_off", False),
         ("rate_micro_batch_to_rate", False),
         ("tws_grouping_key_session_to_user", False),
+        ("pandas_state_function_timeout_30_to_10_minutes", False),
+        ("pandas_state_function_renamed", True),
     ],
 )
 def test_the_marked_test_judges_issue_28s_restarts(
@@ -470,3 +482,33 @@ def test_rate_micro_batch_to_rate_is_refused_in_sparks_words(judged: Any) -> Non
         assert "java.lang.NumberFormatException" in problem.message
         assert "was rate-micro-batch and is now rate" in problem.message
     assert f'For input string: "{offset}"' in from_checkpoint.problems[0].message
+
+
+# -- the function that updates the state (issue 28, item 4) ------------------------------------
+
+
+def test_a_changed_state_function_is_said_in_spark_words(judged: Any) -> None:
+    """SESSION_TIMEOUT 30 -> 10 minutes, read by applyInPandasWithState's function of the same
+    name: from A's fingerprint (and with A's fingerprint beside the checkpoint) the function
+    changed and Spark feeds it the old state; from the checkpoint alone it cannot be known."""
+    from_a, alone, both, _ = judged("pandas_state_function_timeout_30_to_10_minutes")
+    for check in (from_a, both):
+        (said,) = check.reinterpreted
+        assert said.state_id == "0" and said.kind == "state_meaning"
+        head, fix = said.message.split("\nFix:\n")
+        assert "the function that updates state/0 changed (function sessions:" in head
+        assert "Spark will feed it the old state" in head
+        assert "pytest --snapshot-update" in fix and "new checkpoint location" in fix
+    assert alone.restorable and alone.safe and not alone.meaning_verified
+    (unsaid,) = alone.unverified
+    assert "the function that updates the state (now sessions" in unsaid.message
+
+
+def test_a_renamed_state_function_is_the_same_function(judged: Any) -> None:
+    """sessions -> user_sessions, the same code: safe from A's fingerprint, and not even the
+    name change is a warning (the code itself was compared)."""
+    from_a, alone, both, _ = judged("pandas_state_function_renamed")
+    for check in (from_a, both):
+        assert check.safe and check.meaning_verified, _explain(check)
+        assert not [w for w in check.warnings if "function" in w.message], _explain(check)
+    assert alone.safe and not alone.meaning_verified
