@@ -246,9 +246,11 @@ class _Walk:
     def _class_text(self, cls: type) -> str:
         bases = ", ".join(self.value_text(b) for b in cls.__bases__)
         lines = [f"{self.ref(cls, 'class')}({bases}):"]
-        for name, value in vars(cls).items():
-            if name.startswith("__") and name.endswith("__"):
-                continue  # Python's own (__dict__, __module__, __doc__...)
+        # By name: cloudpickle rebuilds a class of a script or of exec'd code with its
+        # attributes in another order from one unpickling to the next.
+        for name, value in sorted(vars(cls).items()):
+            if (name.startswith("__") and name.endswith("__")) or name == "_abc_impl":
+                continue  # Python's own (__dict__, __module__, __doc__, an ABC's cache...)
             if isinstance(value, (staticmethod, classmethod)):
                 kind, value = type(value).__name__, value.__func__
             elif isinstance(value, property):

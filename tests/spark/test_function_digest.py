@@ -260,3 +260,20 @@ def test_library_code_by_name_and_objects_without_a_value_by_type() -> None:
     ns["handle"] = object()  # another address
     assert digest_of(ns["f"]) == digest
     assert fact_parts("not a digest") is None
+
+
+def test_a_class_by_its_attributes_names_not_their_order() -> None:
+    """cloudpickle rebuilds a class of exec'd code with its attributes in another order from
+    one unpickling to the next: the same class gives the same digest."""
+    first = _exec(
+        "class P:\n    def init(self, h):\n        pass\n\n"
+        "    def handleInputRows(self, k, rows, t):\n        return rows\n",
+        "P",
+    )
+    second = _exec(
+        "class P:\n    def handleInputRows(self, k, rows, t):\n        return rows\n\n"
+        "    def init(self, h):\n        pass\n",
+        "P",
+    )
+    assert list(vars(first)) != list(vars(second))
+    assert digest_of(first()) == digest_of(second())

@@ -200,6 +200,23 @@ def _function_digest(
     ]
 
 
+def evolved_processor(change: Change) -> Change:
+    """A transformWithState processor whose code changed together with the state variables it
+    declares (a variable added, a schema evolved, a TTL changed): Spark's rules and ours judge
+    each variable (:mod:`pytest_opid.spark.restart.transform_with_state`), and the new code is
+    the evolution's own; what is left to check is said as a warning."""
+    head = change.message.split(": the function that updates", 1)[0]
+    name = change.message.split("(processor ", 1)[-1].split(":", 1)[0]
+    return Change(
+        "state_meaning",
+        False,
+        f"{head}: the processor's code changed together with the state variables it declares "
+        f"(processor {name}); each variable is judged on its own, and Spark will feed the "
+        "variables it keeps to the new code: check that it reads their old values as the old "
+        "code wrote them.",
+    )
+
+
 #: The fix of a changed state function: the old state may still mean the same to it.
 FIX_FUNCTION = (
     "\nFix:\n"

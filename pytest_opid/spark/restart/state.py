@@ -8,7 +8,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from pytest_opid.spark.restart.findings import Findings, StatefulOperator
-from pytest_opid.spark.restart.meaning import checkpoint_meaning, compare_meaning
+from pytest_opid.spark.restart.meaning import (
+    checkpoint_meaning,
+    compare_meaning,
+    evolved_processor,
+)
 from pytest_opid.spark.restart.schemas import (
     check_schemas,
     unchecked_schemas,
@@ -213,8 +217,10 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
     """Restarts Spark accepts whose state the new query reads as something else
     (:mod:`pytest_opid.spark.query.meaning`): not safe. transformWithState's variables are judged
     with its properties."""
+    evolved = False
     if new.name in TRANSFORM_WITH_STATE:
         # its variables are judged with its properties; its grouping key here, as any key
+        evolved = bool(old.meaning) and _declared(old) != _declared(new)
         # (a checkpoint records no key facts: its store keyed by as many fields as the new
         # query's grouping key is the one to read)
         count = sum(1 for fact, _ in new.meaning if fact.startswith("key "))
@@ -231,12 +237,21 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
         )
     where = {"state_id": str(new.number), "operator_id": new.operator_id, "name": old.name}
     for change in changes:
+        if evolved and change.fix is not None:
+            change = evolved_processor(change)  # the variables' own rules judged the change
         if change.reinterprets:
             found.reinterpret(change.kind, change.message + (change.fix or FIX_MEANING), **where)
         elif not change.verified:
             found.unverify(change.kind, change.message, **where)
         else:
             found.warn(change.kind, change.message, **where)
+
+
+def _declared(op: StatefulOperator) -> tuple[tuple[str, str], ...]:
+    """What a transformWithState processor declares: its state variables and modes."""
+    return tuple(
+        f for f in op.meaning if f[0].startswith("state variable") or f[0].endswith(" mode")
+    )
 
 
 def _keys_only(op: StatefulOperator, count: int) -> StatefulOperator:
