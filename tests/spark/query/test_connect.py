@@ -21,6 +21,7 @@ import pyspark
 
 import pytest_opid
 from pytest_opid.errors import OpidError
+from pytest_opid.spark.function_digest import fact_parts
 from tests.spark.connect_corpus import (
     CORPUS,
     EVENTS,
@@ -30,6 +31,9 @@ from tests.spark.connect_corpus import (
 )
 
 pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
+
+#: Python transformWithState operators' names.
+TWS_KINDS = ("transformWithStateInPandasExec", "transformWithStateInPySparkExec")
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +68,10 @@ def test_the_connect_fingerprint_is_the_classic_one(case, sessions, paths):
     assert ours.note is None  # replayed in the server's own session, not "locally"
     assert _kinds(ours) == kinds
     assert ours.mode == ("streaming" if kinds else "batch")
+    for state in ours.state_operators or ():  # the Python code that updates it, read
+        digests = [v for f, v in state.meaning if f == "function digest"]
+        assert all(fact_parts(v) is not None for v in digests), state.meaning
+        assert bool(digests) is (state.kind in ("applyInPandasWithState", *TWS_KINDS))
 
 
 def test_the_replay_sees_the_connect_sessions_own_conf_and_view(sessions, paths):
