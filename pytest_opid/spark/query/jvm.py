@@ -340,8 +340,11 @@ class Jvm(Gateway):
                 function = self._private(node, "pythonFunction")
             else:
                 return None  # flatMapGroupsWithState and Scala transformWithState: JVM code
-            tag = getattr(getattr(self.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-            return command_digest(bytes(function.command().toArray(tag))).fact
+            command = function.command()
+            if not isinstance(command, (bytes, bytearray)):  # a Seq[Byte], not a byte[]
+                tag = getattr(getattr(self.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
+                command = command.toArray(tag)
+            return command_digest(bytes(command)).fact
         except Exception:  # py4j or unpickling: code pytest-opid cannot reach
             return UNKNOWN
 
