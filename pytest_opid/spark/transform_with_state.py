@@ -439,6 +439,13 @@ def processor_from_command(command: bytes) -> tuple[object, str | None]:
     owner = getattr(func, "__self__", None)
     processor = getattr(owner, "_stateful_processor", None)
     if processor is None:
+        # PySpark 4.0's GroupedData.transformWithStateInPandas closes over the processor (its
+        # transformWithStateUDF is a nested function; 4.1 made it a bound method)
+        names = getattr(getattr(func, "__code__", None), "co_freevars", ())
+        cells = dict(zip(names, getattr(func, "__closure__", None) or (), strict=False))
+        if "statefulProcessor" in cells:
+            processor = cells["statefulProcessor"].cell_contents
+    if processor is None:
         raise ValueError("the operator's Python function holds no stateful processor")
     mode = getattr(owner, "_time_mode", None)
     return processor, None if mode is None else str(mode)

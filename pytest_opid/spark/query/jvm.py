@@ -108,6 +108,19 @@ _SESSION_MANAGERS = (
 
 
 _TWS_PACKAGE = "org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate"
+#: Spark 4.0 keeps transformWithState's driver-side classes in execution.streaming; 4.1 moved
+#: them under operators.stateful.transformwithstate (the handle states under .statefulprocessor).
+_TWS_PACKAGES = {
+    "TransformWithStateOperatorProperties": (
+        _TWS_PACKAGE,
+        "org.apache.spark.sql.execution.streaming",
+    ),
+    "StatefulProcessorHandleState$": (
+        _TWS_PACKAGE + ".statefulprocessor",
+        "org.apache.spark.sql.execution.streaming",
+    ),
+}
+_PYTHON_STREAMING = "org.apache.spark.sql.execution.python.streaming"
 
 
 _INCREMENTAL_EXECUTION = (
@@ -427,9 +440,7 @@ class Jvm(Gateway):
                 record = self._declare(node)  # the Python processor's init() declares them
             pairs += self._column_families(node.getColFamilySchemas(avro))
             infos = node.getStateVariableInfos().values().toList()
-            properties_class = find_java_class(
-                jvm, _TWS_PACKAGE, "TransformWithStateOperatorProperties"
-            )
+            properties_class = _tws_class(jvm, "TransformWithStateOperatorProperties")
             properties = properties_class(
                 node.timeMode().toString(), node.outputMode().toString(), infos
             ).json()
@@ -504,12 +515,7 @@ class Jvm(Gateway):
         ``TransformWithStateInPySparkStateServer`` makes them for the pre-init worker."""
         jvm = self.jvm
         handle = self._private(node, "driverProcessorHandle")
-        states = getattr(
-            find_java_class(
-                jvm, _TWS_PACKAGE + ".statefulprocessor", "StatefulProcessorHandleState$"
-            ),
-            "MODULE$",
-        )
+        states = getattr(_tws_class(jvm, "StatefulProcessorHandleState$"), "MODULE$")
         handle.setHandleState(states.PRE_INIT())
         ttl_config = jvm.org.apache.spark.sql.streaming.TTLConfig
         row = jvm.org.apache.spark.sql.Encoders.row
@@ -542,17 +548,26 @@ class Jvm(Gateway):
         """Run the Python stateful processor's ``init()`` on the driver as Spark does before
         it validates the state schema (``TransformWithStateInPySparkExec``): it fills the
         operator's driver-side handle with the state variables, and writes nothing."""
+        worker = "pyspark.sql.streaming.transform_with_state_driver_worker"
+        function = self._private(node, "pythonFunction")
+        key = self._private(node, "groupingKeySchema")
+        handle = self._private(node, "driverProcessorHandle")
+        if not is_java_class(self.jvm, f"{_PYTHON_STREAMING}.TransformWithStateInPySparkExec"):
+            # Spark 4.0: TransformWithStateInPandasExec runs its runner (which also takes the
+            # session time zone) inline, init() then process(), and stops it
+            runner = find_java_class(
+                self.jvm, _PYTHON_STREAMING, "TransformWithStateInPandasPythonPreInitRunner"
+            )(function, worker, self._private(node, "sessionLocalTimeZone"), key, handle)
+            try:
+                runner.init()
+                runner.process()
+            finally:
+                runner.stop()
+            return
         runner_class = find_java_class(
-            self.jvm,
-            "org.apache.spark.sql.execution.python.streaming",
-            "TransformWithStateInPySparkPythonPreInitRunner",
+            self.jvm, _PYTHON_STREAMING, "TransformWithStateInPySparkPythonPreInitRunner"
         )
-        runner = runner_class(
-            self._private(node, "pythonFunction"),
-            "pyspark.sql.streaming.transform_with_state_driver_worker",
-            self._private(node, "groupingKeySchema"),
-            self._private(node, "driverProcessorHandle"),
-        )
+        runner = runner_class(function, worker, key, handle)
         module = getattr(
             self.jvm.org.apache.spark.sql.execution.python.streaming,
             "TransformWithStateInPySparkExec$",
@@ -722,3 +737,12 @@ def _join_stores(jvm: Any, node: Any, attributes: Any, version: int) -> list[tup
         out.append((f"{side}-keyToNumValues", key, types.StructType().add("value", long_type)))
         out.append((f"{side}-keyWithIndexToValue", key.add("index", long_type), value))
     return out
+
+
+def _tws_class(jvm: Any, name: str) -> Any:
+    """A transformWithState class where the running Spark line keeps it (:data:`_TWS_PACKAGES`)."""
+    packages = _TWS_PACKAGES[name]
+    for package in packages:
+        if is_java_class(jvm, f"{package}.{name}"):
+            return find_java_class(jvm, package, name)
+    return find_java_class(jvm, packages[0], name)
