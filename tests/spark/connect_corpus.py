@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from pyspark.sql import Row
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import LongType, StructField, StructType
@@ -270,3 +271,18 @@ CORPUS: dict[str, tuple[Callable[[Any, dict[str, str]], Any], tuple[str, ...]]] 
     "stream_static_join": (stream_static_join, ("stateStoreSave",)),
     "streaming_view_sql": (streaming_view_sql, ("stateStoreSave",)),
 }
+
+#: PySpark 4.0's Connect client has no transformWithStateInPandas nor transformWithState on its
+#: GroupedData (4.0's classic API has only the pandas one; the Connect API gained both in 4.1).
+NEEDS_41 = frozenset({"transform_with_state", "transform_with_state_rows"})
+
+
+def cases(names: list[str]) -> list[Any]:
+    """``names`` as parameters, those a line's Connect client cannot build marked with it."""
+    reason = "transformWithState through Spark Connect is PySpark 4.1's"
+    return [
+        pytest.param(name, marks=pytest.mark.spark_line("4.1", reason=reason))
+        if name in NEEDS_41
+        else name
+        for name in names
+    ]

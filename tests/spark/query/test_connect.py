@@ -21,10 +21,12 @@ import pyspark
 
 import pytest_opid
 from pytest_opid.errors import OpidError
+from pytest_opid.spark import serve
 from pytest_opid.spark.function_digest import fact_parts
 from tests.spark.connect_corpus import (
     CORPUS,
     EVENTS,
+    cases,
     start_unwidened,
     totals,
     write_events,
@@ -45,7 +47,12 @@ def paths(tables: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> d
 def sessions(spark: Any, spark_connect: Any) -> Iterator[tuple[Any, Any]]:
     """A fresh classic session and a fresh Connect session (its own server-side session):
     confs, views and UDFs a case sets stay in them."""
-    connect = spark_connect.newSession()
+    try:
+        connect = spark_connect.newSession()
+    except AttributeError:  # PySpark 4.0's Connect session has no newSession (4.1 added it)
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        connect = ConnectSession.builder.remote(serve(spark).url).create()
     try:
         yield spark.newSession(), connect
     finally:
@@ -56,7 +63,7 @@ def _kinds(fp: pytest_opid.Fingerprint) -> tuple[str, ...]:
     return tuple(state.kind for state in fp.state_operators or ())
 
 
-@pytest.mark.parametrize("case", sorted(CORPUS))
+@pytest.mark.parametrize("case", cases(sorted(CORPUS)))
 def test_the_connect_fingerprint_is_the_classic_one(case, sessions, paths):
     classic, connect = sessions
     build, kinds = CORPUS[case]

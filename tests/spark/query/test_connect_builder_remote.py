@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("pyspark.sql.connect.session")
 
 import pytest_opid
-from tests.spark.connect_corpus import CORPUS, write_events
+from tests.spark.connect_corpus import CORPUS, cases, write_events
 
 pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
 
@@ -42,7 +42,7 @@ spark.stop()
 """
 
 
-@pytest.mark.parametrize("case", ["windowed_count", "transform_with_state"])
+@pytest.mark.parametrize("case", cases(["windowed_count", "transform_with_state"]))
 def test_builder_remote_local_is_replayed_in_its_own_server_session(case, spark, tmp_path):
     import json
 

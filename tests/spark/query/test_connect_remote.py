@@ -18,7 +18,14 @@ pytest.importorskip("pyspark.sql.connect.session")
 
 import pytest_opid
 from pytest_opid.errors import OpidError
-from tests.spark.connect_corpus import CORPUS, EVENTS, start_unwidened, totals, write_events
+from tests.spark.connect_corpus import (
+    CORPUS,
+    EVENTS,
+    cases,
+    start_unwidened,
+    totals,
+    write_events,
+)
 from tests.spark.connect_server import remote_server
 
 pytestmark = pytest.mark.spark_line("4.0", reason="Connect replay is Spark 4's")
@@ -65,7 +72,7 @@ def _refusal(frame: Any) -> str:
     return message
 
 
-@pytest.mark.parametrize("case", LOCAL)
+@pytest.mark.parametrize("case", cases(LOCAL))
 def test_a_remote_plan_reading_only_paths_is_replayed_locally(case, spark, remote, paths):
     build, kinds = CORPUS[case]
     frame = build(remote, paths)
