@@ -10,11 +10,35 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _connect_sessions_closed_by_stop_only() -> Iterator[None]:
+    """PySpark 4.0 and 4.1: a Spark Connect session's ``__del__`` closes its client, and closing
+    shuts down the thread pool every Connect session of the process shares
+    (``ExecutePlanResponseReattachableIterator``). When the garbage collector runs it during
+    another session's request, that request fails ("cannot schedule new futures after
+    shutdown", 4.0) or deadlocks (4.1); PySpark 4.2 shuts the pool down only when it is idle.
+    The tests stop every Connect session they make; here the collector does not close a
+    stopped one again."""
+    from pytest_opid.spark.versions import SparkLine, installed_line
+
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # no Connect client: nothing to guard
+        yield
+        return
+    if installed_line() >= SparkLine(4, 2):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ConnectSession, "__del__", lambda self: None)
+        yield
 
 
 @pytest.fixture(scope="session")
