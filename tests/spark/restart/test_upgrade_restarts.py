@@ -32,16 +32,20 @@ import pytest_opid
 from pytest_opid.result import RestoreCheck
 from pytest_opid.spark.versions import judged_for
 
-pytestmark = pytest.mark.spark_line(
+UPGRADE = pytest.mark.spark_line(
     "4.3", reason="B is planned as Spark 4.x plans it; the data's B ran on 4.3.0 and 4.0.5"
 )
+#: A and B both ran on 4.0.5: B is planned by any 4.x PySpark with the settings the checkpoint
+#: pins, and judged for 4.0.
+SAME_LINE = pytest.mark.spark_line("4.0", reason="the data's A and B ran on Spark 4.0.5")
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "upgrade-restart"
-RECORDS = {
+ALL = {
     rec["id"]: rec
     for rec in map(json.loads, (DATA / "cases.jsonl").read_text(encoding="utf-8").splitlines())
-    if rec["spark_version_a"] != rec["spark_version_b"]
 }
+RECORDS = {i: rec for i, rec in ALL.items() if rec["spark_version_a"] != rec["spark_version_b"]}
+SAME = {i: rec for i, rec in ALL.items() if rec["spark_version_a"] == rec["spark_version_b"]}
 
 
 def _extract(rec: dict[str, Any], root: Path) -> Path:
@@ -80,7 +84,7 @@ def verdict(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[[s
 
     def get(case_id: str) -> RestoreCheck:
         if case_id not in done:
-            rec = RECORDS[case_id]
+            rec = ALL[case_id]
             folder = _extract(rec, root)
             with judged_for(rec["spark_version_b"]):
                 done[case_id] = pytest_opid.check_restore(
@@ -134,23 +138,27 @@ def _explain(check: RestoreCheck) -> str:
     return json.dumps(check.to_dict(), indent=1)[:4000]
 
 
+@UPGRADE
 def test_the_pairs() -> None:
     assert len(RECORDS) == 66
     assert {rec["spark_version_b"] for rec in RECORDS.values()} == {"4.3.0", "4.0.5"}
     assert len({rec["pair"] for rec in RECORDS.values()}) == 33
 
 
+@UPGRADE
 @pytest.mark.parametrize("case_id", sorted(RECORDS))
 def test_an_upgrade_restart(verdict: Callable[[str], RestoreCheck], case_id: str) -> None:
     check = verdict(case_id)
     assert _agrees(check, RECORDS[case_id]), _explain(check)
 
 
+@UPGRADE
 def test_every_pair_has_a_previous_fingerprint_made_by_35() -> None:
     assert set(PREVIOUS) == {rec["pair"] for rec in RECORDS.values()}
     assert {fp["engine_version"] for fp in PREVIOUS.values()} == {"3.5.9"}
 
 
+@UPGRADE
 @pytest.mark.parametrize("case_id", sorted(RECORDS))
 def test_an_upgrade_restart_from_the_previous_fingerprint(
     verdict_from_fingerprint: Callable[[str], RestoreCheck], case_id: str
@@ -159,6 +167,7 @@ def test_an_upgrade_restart_from_the_previous_fingerprint(
     assert _agrees(check, RECORDS[case_id]), _explain(check)
 
 
+@UPGRADE
 def test_a_new_operator_on_a_35_checkpoint_fails_on_its_missing_state(
     verdict: Callable[[str], RestoreCheck],
 ) -> None:
@@ -171,6 +180,7 @@ def test_a_new_operator_on_a_35_checkpoint_fails_on_its_missing_state(
     assert "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA" not in _explain(check)
 
 
+@UPGRADE
 def test_a_count_written_by_35_cannot_become_nullable_on_43(
     verdict: Callable[[str], RestoreCheck],
 ) -> None:
@@ -178,4 +188,37 @@ def test_a_count_written_by_35_cannot_become_nullable_on_43(
     of a query started on it); a 3.5 checkpoint pins no widening, so the count's
     non-nullable field meets the sum's nullable one."""
     message = verdict("reorder_aggregates_sum_count__430").problems[0].message
+    assert "could not be null before and may be null now" in message
+
+
+# -- the same line: A and B on Spark 4.0.5, where 4.0's rules differ from 4.3's -----------------
+
+
+@SAME_LINE
+def test_the_same_line_pairs() -> None:
+    assert sorted(SAME) == [
+        "count_to_sum_same_name_on_4_0__405",
+        "join_inner_to_left_outer_on_4_0__405",
+        "join_left_outer_to_right_outer_on_4_0__405",
+        "tumbling_to_sliding_window_on_4_0__405",
+    ]
+    assert {rec["spark_version_b"] for rec in SAME.values()} == {"4.0.5"}
+
+
+@SAME_LINE
+@pytest.mark.parametrize("case_id", sorted(SAME))
+def test_a_same_line_restart(verdict: Callable[[str], RestoreCheck], case_id: str) -> None:
+    check = verdict(case_id)
+    assert _agrees(check, SAME[case_id]), _explain(check)
+
+
+@SAME_LINE
+def test_a_count_cannot_become_nullable_on_40(verdict: Callable[[str], RestoreCheck]) -> None:
+    """Spark 4.0 writes a count's field not nullable and compares nullability at restart: count
+    -> sum under the same name is refused on its own checkpoint, where 4.3 (which widens the
+    schemas of a query started on it) restarts it (tests/data/spark-restart)."""
+    rec = SAME["count_to_sum_same_name_on_4_0__405"]
+    assert not rec["restarted"]
+    message = verdict(rec["id"]).problems[0].message
+    assert message.startswith("Spark 4.0 ")
     assert "could not be null before and may be null now" in message
