@@ -62,7 +62,10 @@ def test_the_slim_copy_reads_as_the_checkpoint(tmp_path, capsys, case_id):
 #: Templates whose queries need a newer PySpark than 3.5 to be built at all.
 NEEDS = {
     "transform_with_state_pandas": ("4.0", "transformWithStateInPandas is in PySpark from 4.0 on"),
-    "named_sources_union": ("4.3", "DataStreamReader.name() is not in PySpark 3.5 or 4.0"),
+    "named_sources_union": (
+        "4.3",
+        "named sources (DataStreamReader.name(), PySpark 4.2+) as Spark 4.3 restarted them",
+    ),
 }
 
 
