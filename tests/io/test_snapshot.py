@@ -25,6 +25,7 @@ from pytest_opid.flink.compute import compute
 from pytest_opid.flink.document import topology_from_document
 from pytest_opid.io import snapshot
 from pytest_opid.io.snapshot import dumps, loads
+from pytest_opid.io.snapshot_format import HEADERS
 from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint
 from pytest_opid.text import quote, quote_all
 
@@ -169,7 +170,7 @@ def test_edited_text_reads_or_is_a_document_error(data):
     cut = data.draw(st.integers(0, 3))
     insert = data.draw(st.text(alphabet=' "\\-#[]\n\r\t\x00v0a1éu\u2028', max_size=3))
     edited = text[:where] + insert + text[where + cut :]
-    if edited.split("\n")[0].strip() not in snapshot._HEADERS:
+    if edited.split("\n")[0].strip() not in HEADERS:
         return  # not a snapshot: loads says so before either path runs
     result = outcome(loads, edited)  # anything but a DocumentError propagates and fails
     assert isinstance(result, (str, Fingerprint))
