@@ -108,7 +108,7 @@ def memory(spark: Any, queries: dict[str, str], rounds: int = ROUNDS) -> dict[st
     for text in texts:  # every query once more: what Spark caches per query is kept anyway
         pytest_opid.fingerprint(spark.sql(text))
     gc.collect()
-    from tests.spark.test_jvm_memory import _heap_mib  # the memory test's own reading
+    from tests.spark.query.test_jvm_memory import _heap_mib  # the memory test's own reading
 
     heap, objects, rss = _heap_mib(spark), len(gc.get_objects()), _rss_mib()
     start = time.perf_counter()
