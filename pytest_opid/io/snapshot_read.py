@@ -216,6 +216,16 @@ class _Reader:
             self.sources = []
         return line
 
+    def _first_label(self, cells: Cells, number: int, where: str, what: str) -> str:
+        """A [job vertices] or [stages] row's label, refused where an earlier row has it."""
+        label = bare_cell(cells, 0, where)
+        first = self.vertex_lines.setdefault(label, number)
+        if first != number:
+            raise DocumentError(
+                f"{where}: a second {what} {printable(label[:40])} (the first is on line {first})"
+            )
+        return label
+
     def _store_row(self, line: str, where: str) -> tuple[int, str, str, str]:
         """A format 3 ``[state stores]`` row: state, store, part, and the schema (the rest of
         the line)."""
@@ -263,13 +273,7 @@ class _Reader:
             self.details[node] = (int_cell(cells, 1, where), _FLAGS[stateful])
         elif section == VERTICES:
             arity(cells, 4, where)
-            label = bare_cell(cells, 0, where)
-            first = self.vertex_lines.setdefault(label, number)
-            if first != number:
-                raise DocumentError(
-                    f"{where}: a second job vertex {printable(label[:40])} (the first is on "
-                    f"line {first})"
-                )
+            label = self._first_label(cells, number, where, "job vertex")
             self.vertices.append(
                 (
                     label,
@@ -349,13 +353,7 @@ class _Reader:
             self.ops.append((bare_cell(cells, 0, where), op))
         elif section == STAGES:
             arity(cells, 3, where)
-            label = bare_cell(cells, 0, where)
-            first = self.vertex_lines.setdefault(label, number)
-            if first != number:
-                raise DocumentError(
-                    f"{where}: a second stage {printable(label[:40])} (the first is on "
-                    f"line {first})"
-                )
+            label = self._first_label(cells, number, where, "stage")
             self.vertices.append(
                 (label, "", int_cell(cells, 1, where), string_cell(cells, 2, where))
             )
