@@ -22,9 +22,10 @@ so top-down (``TB``) and left-to-right (``LR``) pictures are the same computatio
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from pytest_opid.render.layering import longest_path_ranks, merge_intervals, overlaps, place
 
 __all__ = ["Layout", "Rect", "layout"]
 
@@ -178,7 +179,7 @@ class _Layout:
                 rows = [members]
                 self.row[members[0]] = 0
             else:
-                rank = _longest_path(members, preds, succs)
+                rank = longest_path_ranks(members, preds, succs)
                 depth = max(rank.values()) + 1
                 rows = [[] for _ in range(depth)]
                 for m in members:
@@ -207,7 +208,7 @@ class _Layout:
                     over = [placed[p] for p in preds[m] if p in placed]
                     desired.append(sum(over) / len(over) if over else cursor + size / 2)
                     cursor += size + NODE_GAP
-                centers = _place(desired, sizes, [NODE_GAP] * len(row))
+                centers = place(desired, sizes, [NODE_GAP] * len(row))
                 for m, c in zip(row, centers, strict=True):
                     placed[m] = c
                     self.ib[m] = c
@@ -258,7 +259,7 @@ class _Layout:
         if not self.pairs and self.grid > 0:
             self.rank = {u: u // self.grid for u in range(units)}
         else:
-            self.rank = _longest_path(range(units), preds, succs, pull_sources=True)
+            self.rank = longest_path_ranks(range(units), preds, succs, pull_sources=True)
         self.layers = max(self.rank.values(), default=-1) + 1
         # Items of a layer: units, then dummies (numbered from ``units`` on).
         self.items: list[list[int]] = [[] for _ in range(self.layers)]
@@ -319,20 +320,25 @@ class _Layout:
             layer.sort(key=self.key.__getitem__)
             for i, item in enumerate(layer):
                 position[item] = float(i)
-        for sweep in range(ORDER_SWEEPS):
+        for layer, near in self._sweeps(ORDER_SWEEPS):
+            bary = {}
+            for item in layer:
+                ns = near[item]
+                value = sum(position[x] for x in ns) / len(ns) if ns else position[item]
+                bary[item] = (value, position[item])
+            layer.sort(key=bary.__getitem__)
+            for i, item in enumerate(layer):
+                position[item] = float(i)
+
+    def _sweeps(self, passes: int) -> Iterator[tuple[list[int], list[list[int]]]]:
+        """Layers in alternate sweeps, down from the second then up from the last but one,
+        each with the neighbours it is set against (the layer above, then the one below)."""
+        for sweep in range(passes):
             downward = sweep % 2 == 0
             order = range(1, self.layers) if downward else range(self.layers - 2, -1, -1)
             near = self.up if downward else self.down
             for layer_index in order:
-                layer = self.items[layer_index]
-                bary = {}
-                for item in layer:
-                    ns = near[item]
-                    value = sum(position[x] for x in ns) / len(ns) if ns else position[item]
-                    bary[item] = (value, position[item])
-                layer.sort(key=bary.__getitem__)
-                for i, item in enumerate(layer):
-                    position[item] = float(i)
+                yield self.items[layer_index], near
 
     def _coordinates(self) -> None:
         center = [0.0] * len(self.item_b)
@@ -342,28 +348,23 @@ class _Layout:
                 center[item] = cursor + self.item_b[item] / 2
                 cursor += self.item_b[item] + self._gap(item)
         offset = self.offset
-        for p in range(COORDINATE_PASSES):
-            downward = p % 2 == 0
-            order = range(1, self.layers) if downward else range(self.layers - 2, -1, -1)
-            near = self.up if downward else self.down
-            for layer_index in order:
-                layer = self.items[layer_index]
-                if not layer:
+        for layer, near in self._sweeps(COORDINATE_PASSES):
+            if not layer:
+                continue
+            desired = []
+            for item in layer:
+                ns = near[item]
+                if not ns:
+                    desired.append(center[item])
                     continue
-                desired = []
-                for item in layer:
-                    ns = near[item]
-                    if not ns:
-                        desired.append(center[item])
-                        continue
-                    total = 0.0
-                    for x in ns:
-                        total += center[x] + offset.get((x, item), 0.0) - offset.get((item, x), 0.0)
-                    desired.append(total / len(ns))
-                sizes = [self.item_b[item] for item in layer]
-                gaps = [max(self._gap(a), self._gap(b)) for a, b in itertools.pairwise(layer)]
-                for item, c in zip(layer, _place(desired, sizes, gaps), strict=True):
-                    center[item] = c
+                total = 0.0
+                for x in ns:
+                    total += center[x] + offset.get((x, item), 0.0) - offset.get((item, x), 0.0)
+                desired.append(total / len(ns))
+            sizes = [self.item_b[item] for item in layer]
+            gaps = [max(self._gap(a), self._gap(b)) for a, b in itertools.pairwise(layer)]
+            for item, c in zip(layer, place(desired, sizes, gaps), strict=True):
+                center[item] = c
         left = min(
             (center[item] - self.item_b[item] / 2 for layer in self.items for item in layer),
             default=0.0,
@@ -501,107 +502,12 @@ class _Layout:
                 for row in sequence:
                     for m in row:
                         lo, hi = nb[m] - self.bsize[m] / 2, nb[m] + self.bsize[m] / 2
-                        flags[m] = _overlaps(union, lo, hi)
-                    union = _merge(
+                        flags[m] = overlaps(union, lo, hi)
+                    union = merge_intervals(
                         union,
                         [(nb[m] - self.bsize[m] / 2, nb[m] + self.bsize[m] / 2) for m in row],
                     )
         return below, above
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
-
-def _longest_path(
-    nodes: Sequence[int] | range,
-    preds: Sequence[Sequence[int]],
-    succs: Sequence[Sequence[int]],
-    pull_sources: bool = False,
-) -> dict[int, int]:
-    """Longest-path ranks by Kahn's walk; where a cycle stops it, the waiting node listed
-    first goes next as if its remaining inputs were done. ``pull_sources`` moves a source
-    down to just above its nearest consumer."""
-    members = set(nodes)
-    order = list(nodes)
-    waiting = {m: sum(1 for p in preds[m] if p in members and p != m) for m in order}
-    rank = dict.fromkeys(order, 0)
-    ready = [m for m in reversed(order) if waiting[m] == 0]
-    done: set[int] = set()
-    sequence = []
-    cursor = 0
-    while len(done) < len(order):
-        if not ready:
-            while order[cursor] in done:
-                cursor += 1
-            ready.append(order[cursor])
-        m = ready.pop()
-        if m in done:
-            continue
-        done.add(m)
-        sequence.append(m)
-        for t in succs[m]:
-            if t not in members or t in done or t == m:
-                continue
-            if rank[t] < rank[m] + 1:
-                rank[t] = rank[m] + 1
-            waiting[t] -= 1
-            if waiting[t] == 0:
-                ready.append(t)
-    if pull_sources:
-        for m in reversed(sequence):
-            if any(p in members and p != m for p in preds[m]):
-                continue
-            below = [rank[t] for t in succs[m] if t in members and t != m]
-            if below:
-                rank[m] = max(rank[m], min(below) - 1)
-    return rank
-
-
-def _place(desired: Sequence[float], sizes: Sequence[float], gaps: Sequence[float]) -> list[float]:
-    """Centers in the given order, no two closer than half their sizes plus the gap between
-    them, as close as possible (least squares) to ``desired``: isotonic regression of the
-    desired positions less the minimal offsets, by pool-adjacent-violators."""
-    count = len(desired)
-    offsets = [0.0] * count
-    for i in range(1, count):
-        offsets[i] = offsets[i - 1] + sizes[i - 1] / 2 + gaps[i - 1] + sizes[i] / 2
-    blocks: list[list[float]] = []  # [sum, count]
-    for i in range(count):
-        blocks.append([desired[i] - offsets[i], 1.0])
-        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
-            total, n = blocks.pop()
-            blocks[-1][0] += total
-            blocks[-1][1] += n
-    out = []
-    i = 0
-    for total, n in blocks:
-        value = total / n
-        for _ in range(int(n)):
-            out.append(value + offsets[i])
-            i += 1
-    return out
-
-
-def _overlaps(union: list[tuple[float, float]], lo: float, hi: float) -> bool:
-    """Whether [lo, hi] overlaps a sorted list of disjoint intervals (by more than a pixel)."""
-    k = bisect_left(union, (lo, lo))
-    for j in (k - 1, k):
-        if 0 <= j < len(union) and union[j][0] < hi - 1 and union[j][1] > lo + 1:
-            return True
-    return False
-
-
-def _merge(
-    union: list[tuple[float, float]], more: list[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for lo, hi in sorted(union + more):
-        if merged and lo <= merged[-1][1]:
-            if hi > merged[-1][1]:
-                merged[-1] = (merged[-1][0], hi)
-        else:
-            merged.append((lo, hi))
-    return merged
 
 
 def _dedupe(points: tuple[Point, ...]) -> tuple[Point, ...]:
