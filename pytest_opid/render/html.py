@@ -17,7 +17,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytest_opid.comparison import Comparison
-from pytest_opid.render.scene import MAX_NODES, Scene, diff_scene, fold, topology_scene
+from pytest_opid.render.folding import MAX_NODES, fold
+from pytest_opid.render.scene import Scene, topology_scene
+from pytest_opid.render.scene_diff import diff_scene
 from pytest_opid.render.svg import scene_svg, xml_escape
 from pytest_opid.render.table import render_table
 from pytest_opid.result import Fingerprint

@@ -20,9 +20,11 @@ from pathlib import Path
 from pytest_opid.comparison import Comparison
 from pytest_opid.engine_rules import Check
 from pytest_opid.render.dot import scene_dot
+from pytest_opid.render.folding import MAX_NODES, fold
 from pytest_opid.render.html import scene_html, scene_html_fragment
 from pytest_opid.render.mermaid import scene_mermaid
-from pytest_opid.render.scene import MAX_NODES, Scene, diff_scene, fold, topology_scene
+from pytest_opid.render.scene import Scene, topology_scene
+from pytest_opid.render.scene_diff import diff_scene
 from pytest_opid.render.svg import scene_svg
 from pytest_opid.result import Fingerprint
 
@@ -104,7 +106,7 @@ def picture(
     """The picture of a fingerprint or of a comparison (``check``: what the verdict in its
     title holds stable, by default what the job's own default check holds). ``hops`` (a
     diff's neighbourhood), ``collapse`` (unchanged chains as one box) and ``max_nodes``: see
-    :func:`pytest_opid.render.scene.fold`; ``None`` decides by the picture's size."""
+    :func:`pytest_opid.render.folding.fold`; ``None`` decides by the picture's size."""
     if isinstance(source, Comparison):
         scene = diff_scene(source, check)
         if title:

@@ -16,8 +16,10 @@ import re
 import textwrap
 
 from pytest_opid.comparison import Comparison
+from pytest_opid.render.folding import MAX_NODES, fold
 from pytest_opid.render.graph import Layout, Rect, layout
-from pytest_opid.render.scene import MAX_NODES, Scene, SceneNode, diff_scene, fold, topology_scene
+from pytest_opid.render.scene import Scene, SceneNode, topology_scene
+from pytest_opid.render.scene_diff import diff_scene
 from pytest_opid.result import Fingerprint
 
 __all__ = ["scene_svg", "to_svg", "xml_escape"]

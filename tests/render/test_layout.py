@@ -10,9 +10,10 @@ import pytest
 
 import pytest_opid
 from pytest_opid.model import Edge, Operator, Partitioner, Topology
+from pytest_opid.render.folding import fold
 from pytest_opid.render.graph import Rect, layout
 from pytest_opid.render.picture import picture, render_diff, render_fingerprint
-from pytest_opid.render.scene import fold, topology_scene
+from pytest_opid.render.scene import topology_scene
 from pytest_opid.render.svg import scene_layout
 from tests.render.fixtures import EXAMPLE, flink_fp
 

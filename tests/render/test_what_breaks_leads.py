@@ -17,7 +17,9 @@ from dataclasses import replace
 from pytest_opid.comparison import compare
 from pytest_opid.render.html import write_html_report
 from pytest_opid.render.picture import render_diff, render_fingerprint
-from pytest_opid.render.scene import diff_scene, meaning_lines, topology_scene
+from pytest_opid.render.scene import topology_scene
+from pytest_opid.render.scene_diff import diff_scene
+from pytest_opid.render.state_meaning import meaning_lines
 from pytest_opid.render.svg import STYLE
 from pytest_opid.result import (
     ChainedOperator,

@@ -1,0 +1,366 @@
+"""The picture of a change (:func:`diff_scene`): the new topology with what the change does to
+every operator's state, removed operators as ghosts, in the engine's words."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pytest_opid.comparison import Comparison
+from pytest_opid.engine_rules import Check
+from pytest_opid.render.explain import render as explain
+from pytest_opid.render.scene import (
+    Scene,
+    SceneEdge,
+    SceneGroup,
+    SceneNode,
+    chain_groups,
+    chain_word,
+    operator_lines,
+    operator_title,
+    scene_edges,
+    short,
+    state_lines,
+)
+from pytest_opid.render.state_meaning import operator_meanings
+from pytest_opid.result import OperatorFingerprint
+from pytest_opid.text import plural, printable
+
+__all__ = ["diff_scene"]
+
+
+def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scene:
+    """The new topology with what the change does to every operator's state, removed
+    operators as ghosts (placed by the old job's edges where it has them), and a legend."""
+    c = comparison
+    new, old = c.new, c.old
+    engine = c.engine
+    chain = chain_word(engine)
+    check = Check.default_for(new) if check is None else Check.parse(check)
+    states = state_lines(new)
+    groups, group_of = chain_groups(new.job_vertices, chain)
+    for change in c.real_chain_changes:
+        before = " + ".join(printable(v.name) for v in change.old)
+        for v in change.new:
+            g = group_of.get(v.id)
+            if g is not None:
+                groups[g] = replace(
+                    groups[g],
+                    label=f"{groups[g].label} \u00b7 {change.kind}",
+                    title=f"{groups[g].title}\n{change.kind}: was {before}",
+                    status=change.kind,
+                )
+    _mark_stage_changes(c, groups, group_of)
+    status: dict[int, tuple[str, str, str]] = {}  # id(new op) -> (status, line, tooltip)
+    counterpart: dict[int, int] = {}  # id(old op) -> index of the new operator drawn for it
+    index_new = {id(op): i for i, op in enumerate(new.operators)}
+    spark = engine == "spark"
+    for o, n in c.kept:
+        counterpart[id(o)] = index_new[id(n)]
+        if o.name != n.name:
+            status[id(n)] = ("unchanged", short(f"renamed from {printable(o.name)}"), "")
+    # A new ID that harms no state is drawn as unchanged, its box quiet (the tooltip and one
+    # note say it): a filter added upstream gives every Spark operator below it a new ID, and
+    # ten yellow boxes would drown the one whose state breaks.
+    quiet = 0
+    for o, n in c.changed:
+        counterpart[id(o)] = index_new[id(n)]
+        was = f" (was {printable(o.name)})" if o.name != n.name else ""
+        if spark:
+            quiet += 1
+            status[id(n)] = (
+                "unchanged",
+                "",
+                f"operator ID {o.operator_id} -> {n.operator_id}{was}: harmless on its own, "
+                "Spark finds state by state/<n>, not by ID",
+            )
+        elif o.stateful is False:
+            quiet += 1
+            status[id(n)] = (
+                "unchanged",
+                "",
+                f"ID {o.state_id} -> {n.state_id}; stateless, nothing to restore",
+            )
+        else:
+            status[id(n)] = (
+                "lost",
+                f"STATE LOST: ID was {o.state_id[:8]}",
+                f"the savepoint's state of {printable(o.name)} under its old ID {o.state_id} "
+                f"finds no operator (the ID is now {n.state_id})",
+            )
+    if not spark:
+        for o, n, a in c.misplaced:
+            counterpart[id(o)] = index_new[id(a)]
+            status[id(n)] = (
+                "misplaced",
+                short(f"WRONG STATE: gets {printable(o.name)}'s"),
+                f"restores the state of the old {printable(o.name)} ({o.state_id}): this "
+                "operator took over its ID, and Flink maps state by ID, not by name",
+            )
+            status[id(a)] = (
+                "lost",
+                short(f"STATE LOST: goes to {printable(n.name)}"),
+                f"its state ({o.state_id}) is restored into {printable(n.name)} instead; it "
+                f"starts empty under {a.state_id}",
+            )
+    for n in c.added:
+        if id(n) not in status:
+            status[id(n)] = ("new", "NEW: empty state" if not spark else "NEW", "new operator")
+    orphan_changed = {id(o) for o, _ in c.changed}
+    removed = [o for o in c.orphaned if id(o) not in orphan_changed]
+    if not spark and c.misplaced:
+        # An operator that took over another's ID lost its own: its old self is no ghost.
+        receivers: dict[str, list[OperatorFingerprint]] = {}
+        for _, n, _ in c.misplaced:
+            receivers.setdefault(n.name, []).append(n)
+        ghosts = []
+        for o in removed:
+            waiting = receivers.get(o.name)
+            if not waiting:
+                ghosts.append(o)
+                continue
+            n = waiting.pop(0)
+            counterpart[id(o)] = index_new[id(n)]
+            state, line, tip = status[id(n)]
+            status[id(n)] = (
+                state,
+                line,
+                f"{tip}; its own old state ({o.state_id}) finds no operator",
+            )
+        removed = ghosts
+    ghost_line: dict[int, tuple[str, str]] = {}
+    for o in removed:
+        if spark:
+            ghost_line[id(o)] = ("REMOVED", "removed operator")
+        elif o.stateful is False:
+            ghost_line[id(o)] = ("REMOVED (stateless)", "removed; it kept no state")
+        else:
+            ghost_line[id(o)] = (
+                "REMOVED: state lost",
+                f"removed: its state in the savepoint ({o.state_id}) finds no operator",
+            )
+    # Spark: what happens to each state/<n> decides the stateful operators' fate.
+    extra_line: dict[int, str] = {}
+    if spark:
+        by_id_new = {op.operator_id: op for op in new.operators}
+        by_id_old = {op.operator_id: op for op in old.operators}
+        for s in c.state_operator_changes:
+            number = s.state_operator_id
+            if s.old is not None and s.new is not None:
+                reader = by_id_new.get(s.new.operator_id)
+                if reader is not None:
+                    status[id(reader)] = (
+                        "misplaced",
+                        f"WRONG STATE: state/{number}",
+                        f"reads state/{number}, which {printable(s.old.kind)} "
+                        f"{printable(s.old.name)} wrote",
+                    )
+            elif s.old is not None:
+                gone = by_id_old.get(s.old.operator_id)
+                if gone is None:
+                    continue
+                if id(gone) in ghost_line:
+                    ghost_line[id(gone)] = (
+                        f"REMOVED: state/{number} unread",
+                        f"removed: no operator reads its state/{number} any more",
+                    )
+                elif id(gone) in counterpart:
+                    kept_op = new.operators[counterpart[id(gone)]]
+                    status[id(kept_op)] = (
+                        "lost",
+                        f"STATE LOST: state/{number}",
+                        f"no operator reads state/{number} ({printable(s.old.kind)} "
+                        f"{printable(s.old.name)}) any more",
+                    )
+            elif s.new is not None:
+                starter = by_id_new.get(s.new.operator_id)
+                if starter is not None:
+                    extra_line[id(starter)] = f"state/{number} starts empty"
+        if c.mode == "streaming":
+            _mark_state_findings(c, by_id_new, status)
+    nodes = []
+    meanings = operator_meanings(new, old if c.mode == "streaming" else None)
+    for op in new.operators:
+        state, line, tip = status.get(id(op), ("unchanged", "", ""))
+        lines = operator_lines(engine, op, states.get(op.operator_id))
+        title = operator_title(engine, op, new, states.get(op.operator_id))
+        if line and state in _ALARMS:
+            lines = (lines[0], line, *lines[1:])  # what breaks leads, under the name
+        elif line:
+            lines += (line,)
+        lines += meanings.get(op.operator_id, ())
+        if id(op) in extra_line:
+            lines += (extra_line[id(op)],)
+            tip = f"{tip}; {extra_line[id(op)]}" if tip else extra_line[id(op)]
+        nodes.append(
+            SceneNode(
+                lines=lines,
+                title=f"{title}\n{state}: {tip}" if tip else f"{title}\n{state}",
+                status=state,
+                stateful=op.operator_id in states or op.stateful is True,
+                group=group_of.get(op.job_vertex),
+                operator=op.node,
+            )
+        )
+    index = {op.node: i for i, op in enumerate(new.operators)}
+    edges, notes = scene_edges(new, index, nodes)
+    if quiet:
+        why = (
+            "harmless, Spark finds state by state/<n>, not by ID"
+            if spark
+            else "stateless, nothing to restore"
+        )
+        notes.insert(0, f"{plural(quiet, 'operator')} with a new ID drawn as unchanged: {why}")
+    # Ghosts: removed operators, wired by the old job's edges to what they became.
+    old_states = state_lines(old)
+    ghost_of: dict[int, int] = {}
+    ghost_group: int | None = None
+    if removed and old.edges is None:
+        ghost_group = len(groups)
+        groups.append(
+            SceneGroup("removed operators", "operators of the old job that are gone", "removed")
+        )
+    for o in removed:
+        ghost_of[id(o)] = len(nodes)
+        line, tip = ghost_line[id(o)]
+        lines = (*operator_lines(engine, o, old_states.get(o.operator_id))[:2], line)
+        nodes.append(
+            SceneNode(
+                lines=lines,
+                title=f"{operator_title(engine, o, old, old_states.get(o.operator_id))}\n{tip}",
+                status="removed",
+                stateful=o.operator_id in old_states or o.stateful is True,
+                group=ghost_group,
+                operator=o.node,
+            )
+        )
+    if removed and old.edges is not None:
+        drawn = {id(op): counterpart.get(id(op), ghost_of.get(id(op))) for op in old.operators}
+        by_node = {op.node: drawn[id(op)] for op in old.operators}
+        ghost_nodes = set(ghost_of.values())
+        seen = {(e.source, e.target) for e in edges}
+        for src, dst, label in old.edges:
+            tail, head = by_node.get(src), by_node.get(dst)
+            if tail is None or head is None or tail == head:
+                continue
+            if tail not in ghost_nodes and head not in ghost_nodes:
+                continue
+            if (tail, head) not in seen:
+                seen.add((tail, head))
+                edges.append(SceneEdge(tail, head, printable(label), kind="ghost"))
+    elif removed:
+        notes.append("the old job's edges are not known: removed operators are drawn apart")
+    verdict = explain(c, check, accept=None)
+    return Scene(
+        title=printable(verdict.splitlines()[0]) if verdict else "",
+        engine=engine,
+        nodes=nodes,
+        groups=groups,
+        edges=edges,
+        notes=notes,
+        legend=_diff_legend(engine, c.mode),
+        explanation=verdict,
+        chain_word=chain,
+        diff=True,
+    )
+
+
+#: Statuses that say the state breaks: drawn first on the box, and strongest.
+_ALARMS = ("lost", "misplaced")
+
+
+def _mark_stage_changes(
+    c: Comparison, groups: list[SceneGroup], group_of: dict[str | None, int]
+) -> None:
+    """Chains the engine itself compared (its ``stage_changes``, :attr:`Comparison.
+    engine_changes`; a Spark batch job's stages, known by what they scan and end in): an
+    added one, and one that holds other operators, marked so. A removed one has no box."""
+    for change in c.engine_changes.get("stage_changes", ()):
+        kind, vertex, was = change.get("kind"), change.get("new"), change.get("old")
+        g = group_of.get(vertex.get("id")) if isinstance(vertex, dict) else None
+        if g is None or kind not in ("added", "changed"):
+            continue
+        what = [f"{name} added" for name in change.get("gained", ())]
+        what += [f"{name} removed" for name in change.get("lost", ())]
+        if kind == "added":
+            note = "added: a stage the old job did not have"
+        else:
+            before = printable(was.get("name", "")) if isinstance(was, dict) else ""
+            note = f"changed: was {before}" + (f" ({printable(', '.join(what))})" if what else "")
+        groups[g] = replace(
+            groups[g],
+            label=f"{groups[g].label} \u00b7 {kind}",
+            title=f"{groups[g].title}\n{note}",
+            status=kind,
+        )
+
+
+#: A restore finding's kind (spark.restart), as an operator's line says it.
+_FINDING_WORDS = {
+    "key_schema": "key schema changed",
+    "value_schema": "value schema changed",
+    "state_config": "state settings changed",
+}
+
+
+def _mark_state_findings(
+    c: Comparison,
+    by_id: dict[str, OperatorFingerprint],
+    status: dict[int, tuple[str, str, str]],
+) -> None:
+    """Spark: a stateful operator whose own state/<n> Spark would refuse to read (its key or
+    value schema, its settings) is drawn as losing it; one that would read it under another
+    meaning (a reinterpreted restart), as getting the wrong state. Operators already marked by
+    their position (another operator's state/<n>, none) keep that mark."""
+    numbered = {str(s.state_operator_id): s for s in c.new.state_operators or ()}
+    for state, items in (("lost", c.restore.problems), ("misplaced", c.restore.reinterpreted)):
+        for item in items:
+            stateful = numbered.get(item.state_id or "")
+            op = by_id.get(stateful.operator_id) if stateful is not None else None
+            if op is None or status.get(id(op), ("unchanged",))[0] in ("lost", "misplaced"):
+                continue
+            words = _FINDING_WORDS.get(item.kind, item.kind.replace("_", " "))
+            head = "CANNOT RESTART" if state == "lost" else "WRONG STATE"
+            first = item.message.split("\n", 1)[0]
+            status[id(op)] = (
+                state,
+                short(f"{head}: state/{item.state_id} {words}"),
+                printable(first if len(first) <= 400 else first[:399] + "\u2026"),
+            )
+
+
+def _diff_legend(engine: str, mode: str) -> list[tuple[str, str]]:
+    if engine == "spark":
+        if mode == "batch":
+            return [
+                ("new", "new operator"),
+                ("removed", "removed operator (dashed)"),
+                ("unchanged", "unchanged, or only its ID changed (a batch job keeps no state)"),
+                ("chain", "box: a stage; marked added or changed where that changed"),
+            ]
+        return [
+            (
+                "lost",
+                "state lost: no operator reads its state/<n> any more, or Spark refuses it "
+                "(its key or value schema changed)",
+            ),
+            (
+                "misplaced",
+                "wrong state: reads a state/<n> another operator wrote, or one written under "
+                "another definition",
+            ),
+            ("new", "new operator (a new state/<n> starts empty)"),
+            ("removed", "removed operator (dashed)"),
+            (
+                "unchanged",
+                "unchanged, or only its operator ID changed: harmless, state is found by state/<n>",
+            ),
+            ("chain", "box: a stage; marked split or merged where that changed"),
+        ]
+    return [
+        ("lost", "state lost: the savepoint's state under its old ID finds no operator"),
+        ("misplaced", "wrong state: restores the state of another operator"),
+        ("new", "new: starts with empty state"),
+        ("removed", "removed (dashed): its state finds no operator"),
+        ("unchanged", "unchanged: restores its own state (or stateless, only its ID changed)"),
+        ("chain", "box: a job vertex; marked split or merged where that changed"),
+    ]
