@@ -38,145 +38,14 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     check = Check.default_for(new) if check is None else Check.parse(check)
     states = state_lines(new)
     groups, group_of = chain_groups(new.job_vertices, chain)
-    for change in c.real_chain_changes:
-        before = " + ".join(printable(v.name) for v in change.old)
-        for v in change.new:
-            g = group_of.get(v.id)
-            if g is not None:
-                groups[g] = replace(
-                    groups[g],
-                    label=f"{groups[g].label} \u00b7 {change.kind}",
-                    title=f"{groups[g].title}\n{change.kind}: was {before}",
-                    status=change.kind,
-                )
+    _mark_chain_changes(c, groups, group_of)
     _mark_stage_changes(c, groups, group_of)
-    status: dict[int, tuple[str, str, str]] = {}  # id(new op) -> (status, line, tooltip)
-    counterpart: dict[int, int] = {}  # id(old op) -> index of the new operator drawn for it
     index_new = {id(op): i for i, op in enumerate(new.operators)}
     spark = engine == "spark"
-    for o, n in c.kept:
-        counterpart[id(o)] = index_new[id(n)]
-        if o.name != n.name:
-            status[id(n)] = ("unchanged", short(f"renamed from {printable(o.name)}"), "")
-    # A new ID that harms no state is drawn as unchanged, its box quiet (the tooltip and one
-    # note say it): a filter added upstream gives every Spark operator below it a new ID, and
-    # ten yellow boxes would drown the one whose state breaks.
-    quiet = 0
-    for o, n in c.changed:
-        counterpart[id(o)] = index_new[id(n)]
-        was = f" (was {printable(o.name)})" if o.name != n.name else ""
-        if spark:
-            quiet += 1
-            status[id(n)] = (
-                "unchanged",
-                "",
-                f"operator ID {o.operator_id} -> {n.operator_id}{was}: harmless on its own, "
-                "Spark finds state by state/<n>, not by ID",
-            )
-        elif o.stateful is False:
-            quiet += 1
-            status[id(n)] = (
-                "unchanged",
-                "",
-                f"ID {o.state_id} -> {n.state_id}; stateless, nothing to restore",
-            )
-        else:
-            status[id(n)] = (
-                "lost",
-                f"STATE LOST: ID was {o.state_id[:8]}",
-                f"the savepoint's state of {printable(o.name)} under its old ID {o.state_id} "
-                f"finds no operator (the ID is now {n.state_id})",
-            )
-    if not spark:
-        for o, n, a in c.misplaced:
-            counterpart[id(o)] = index_new[id(a)]
-            status[id(n)] = (
-                "misplaced",
-                short(f"WRONG STATE: gets {printable(o.name)}'s"),
-                f"restores the state of the old {printable(o.name)} ({o.state_id}): this "
-                "operator took over its ID, and Flink maps state by ID, not by name",
-            )
-            status[id(a)] = (
-                "lost",
-                short(f"STATE LOST: goes to {printable(n.name)}"),
-                f"its state ({o.state_id}) is restored into {printable(n.name)} instead; it "
-                f"starts empty under {a.state_id}",
-            )
-    for n in c.added:
-        if id(n) not in status:
-            status[id(n)] = ("new", "NEW: empty state" if not spark else "NEW", "new operator")
-    orphan_changed = {id(o) for o, _ in c.changed}
-    removed = [o for o in c.orphaned if id(o) not in orphan_changed]
-    if not spark and c.misplaced:
-        # An operator that took over another's ID lost its own: its old self is no ghost.
-        receivers: dict[str, list[OperatorFingerprint]] = {}
-        for _, n, _ in c.misplaced:
-            receivers.setdefault(n.name, []).append(n)
-        ghosts = []
-        for o in removed:
-            waiting = receivers.get(o.name)
-            if not waiting:
-                ghosts.append(o)
-                continue
-            n = waiting.pop(0)
-            counterpart[id(o)] = index_new[id(n)]
-            state, line, tip = status[id(n)]
-            status[id(n)] = (
-                state,
-                line,
-                f"{tip}; its own old state ({o.state_id}) finds no operator",
-            )
-        removed = ghosts
-    ghost_line: dict[int, tuple[str, str]] = {}
-    for o in removed:
-        if spark:
-            ghost_line[id(o)] = ("REMOVED", "removed operator")
-        elif o.stateful is False:
-            ghost_line[id(o)] = ("REMOVED (stateless)", "removed; it kept no state")
-        else:
-            ghost_line[id(o)] = (
-                "REMOVED: state lost",
-                f"removed: its state in the savepoint ({o.state_id}) finds no operator",
-            )
+    status, counterpart, quiet = _operator_marks(c, index_new)
+    removed, ghost_line = _removed(c, status, counterpart, index_new)
     # Spark: what happens to each state/<n> decides the stateful operators' fate.
-    extra_line: dict[int, str] = {}
-    if spark:
-        by_id_new = {op.operator_id: op for op in new.operators}
-        by_id_old = {op.operator_id: op for op in old.operators}
-        for s in c.state_operator_changes:
-            number = s.state_operator_id
-            if s.old is not None and s.new is not None:
-                reader = by_id_new.get(s.new.operator_id)
-                if reader is not None:
-                    status[id(reader)] = (
-                        "misplaced",
-                        f"WRONG STATE: state/{number}",
-                        f"reads state/{number}, which {printable(s.old.kind)} "
-                        f"{printable(s.old.name)} wrote",
-                    )
-            elif s.old is not None:
-                gone = by_id_old.get(s.old.operator_id)
-                if gone is None:
-                    continue
-                if id(gone) in ghost_line:
-                    ghost_line[id(gone)] = (
-                        f"REMOVED: state/{number} unread",
-                        f"removed: no operator reads its state/{number} any more",
-                    )
-                elif id(gone) in counterpart:
-                    kept_op = new.operators[counterpart[id(gone)]]
-                    status[id(kept_op)] = (
-                        "lost",
-                        f"STATE LOST: state/{number}",
-                        f"no operator reads state/{number} ({printable(s.old.kind)} "
-                        f"{printable(s.old.name)}) any more",
-                    )
-            elif s.new is not None:
-                starter = by_id_new.get(s.new.operator_id)
-                if starter is not None:
-                    extra_line[id(starter)] = f"state/{number} starts empty"
-        if c.mode == "streaming":
-            _mark_state_findings(c, by_id_new, status)
+    extra_line = _mark_state_changes(c, status, counterpart, ghost_line) if spark else {}
     nodes = []
     meanings = operator_meanings(new, old if c.mode == "streaming" else None)
     for op in new.operators:
@@ -264,8 +133,187 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     )
 
 
+def _operator_marks(
+    c: Comparison, index_new: dict[int, int]
+) -> tuple[dict[int, tuple[str, str, str]], dict[int, int], int]:
+    """What the change does to each new operator by its ID alone (kept, renamed, a new ID,
+    taken over, new): its status, the line on its box and its tooltip, by ``id()``; the new
+    operator drawn for each old one (``index_new``: a new operator's position, by ``id()``);
+    and how many new IDs are drawn quiet."""
+    status: dict[int, tuple[str, str, str]] = {}  # id(new op) -> (status, line, tooltip)
+    counterpart: dict[int, int] = {}  # id(old op) -> index of the new operator drawn for it
+    spark = c.engine == "spark"
+    for o, n in c.kept:
+        counterpart[id(o)] = index_new[id(n)]
+        if o.name != n.name:
+            status[id(n)] = ("unchanged", short(f"renamed from {printable(o.name)}"), "")
+    # A new ID that harms no state is drawn as unchanged, its box quiet (the tooltip and one
+    # note say it): a filter added upstream gives every Spark operator below it a new ID, and
+    # ten yellow boxes would drown the one whose state breaks.
+    quiet = 0
+    for o, n in c.changed:
+        counterpart[id(o)] = index_new[id(n)]
+        was = f" (was {printable(o.name)})" if o.name != n.name else ""
+        if spark:
+            quiet += 1
+            status[id(n)] = (
+                "unchanged",
+                "",
+                f"operator ID {o.operator_id} -> {n.operator_id}{was}: harmless on its own, "
+                "Spark finds state by state/<n>, not by ID",
+            )
+        elif o.stateful is False:
+            quiet += 1
+            status[id(n)] = (
+                "unchanged",
+                "",
+                f"ID {o.state_id} -> {n.state_id}; stateless, nothing to restore",
+            )
+        else:
+            status[id(n)] = (
+                "lost",
+                f"STATE LOST: ID was {o.state_id[:8]}",
+                f"the savepoint's state of {printable(o.name)} under its old ID {o.state_id} "
+                f"finds no operator (the ID is now {n.state_id})",
+            )
+    if not spark:
+        for o, n, a in c.misplaced:
+            counterpart[id(o)] = index_new[id(a)]
+            status[id(n)] = (
+                "misplaced",
+                short(f"WRONG STATE: gets {printable(o.name)}'s"),
+                f"restores the state of the old {printable(o.name)} ({o.state_id}): this "
+                "operator took over its ID, and Flink maps state by ID, not by name",
+            )
+            status[id(a)] = (
+                "lost",
+                short(f"STATE LOST: goes to {printable(n.name)}"),
+                f"its state ({o.state_id}) is restored into {printable(n.name)} instead; it "
+                f"starts empty under {a.state_id}",
+            )
+    for n in c.added:
+        if id(n) not in status:
+            status[id(n)] = ("new", "NEW: empty state" if not spark else "NEW", "new operator")
+    return status, counterpart, quiet
+
+
+def _removed(
+    c: Comparison,
+    status: dict[int, tuple[str, str, str]],
+    counterpart: dict[int, int],
+    index_new: dict[int, int],
+) -> tuple[list[OperatorFingerprint], dict[int, tuple[str, str]]]:
+    """The old operators drawn as ghosts, and each one's line and tooltip by ``id()``. In
+    Flink an operator that took over another's ID lost its own, so its old self is no ghost:
+    its tooltip says what became of its old state instead."""
+    spark = c.engine == "spark"
+    orphan_changed = {id(o) for o, _ in c.changed}
+    removed = [o for o in c.orphaned if id(o) not in orphan_changed]
+    if not spark and c.misplaced:
+        # An operator that took over another's ID lost its own: its old self is no ghost.
+        receivers: dict[str, list[OperatorFingerprint]] = {}
+        for _, n, _ in c.misplaced:
+            receivers.setdefault(n.name, []).append(n)
+        ghosts = []
+        for o in removed:
+            waiting = receivers.get(o.name)
+            if not waiting:
+                ghosts.append(o)
+                continue
+            n = waiting.pop(0)
+            counterpart[id(o)] = index_new[id(n)]
+            state, line, tip = status[id(n)]
+            status[id(n)] = (
+                state,
+                line,
+                f"{tip}; its own old state ({o.state_id}) finds no operator",
+            )
+        removed = ghosts
+    ghost_line: dict[int, tuple[str, str]] = {}
+    for o in removed:
+        if spark:
+            ghost_line[id(o)] = ("REMOVED", "removed operator")
+        elif o.stateful is False:
+            ghost_line[id(o)] = ("REMOVED (stateless)", "removed; it kept no state")
+        else:
+            ghost_line[id(o)] = (
+                "REMOVED: state lost",
+                f"removed: its state in the savepoint ({o.state_id}) finds no operator",
+            )
+    return removed, ghost_line
+
+
+def _mark_state_changes(
+    c: Comparison,
+    status: dict[int, tuple[str, str, str]],
+    counterpart: dict[int, int],
+    ghost_line: dict[int, tuple[str, str]],
+) -> dict[int, str]:
+    """Spark finds state by state/<n>: an operator that reads a state/<n> another wrote gets
+    the wrong state, one whose state/<n> no one reads any more loses it (a removed one says
+    so on its ghost), and a new state/<n> starts empty (the extra line returned, by ``id()``
+    of its operator). A streaming job's restore findings come last."""
+    new, old = c.new, c.old
+    extra_line: dict[int, str] = {}
+    by_id_new = {op.operator_id: op for op in new.operators}
+    by_id_old = {op.operator_id: op for op in old.operators}
+    for s in c.state_operator_changes:
+        number = s.state_operator_id
+        if s.old is not None and s.new is not None:
+            reader = by_id_new.get(s.new.operator_id)
+            if reader is not None:
+                status[id(reader)] = (
+                    "misplaced",
+                    f"WRONG STATE: state/{number}",
+                    f"reads state/{number}, which {printable(s.old.kind)} "
+                    f"{printable(s.old.name)} wrote",
+                )
+        elif s.old is not None:
+            gone = by_id_old.get(s.old.operator_id)
+            if gone is None:
+                continue
+            if id(gone) in ghost_line:
+                ghost_line[id(gone)] = (
+                    f"REMOVED: state/{number} unread",
+                    f"removed: no operator reads its state/{number} any more",
+                )
+            elif id(gone) in counterpart:
+                kept_op = new.operators[counterpart[id(gone)]]
+                status[id(kept_op)] = (
+                    "lost",
+                    f"STATE LOST: state/{number}",
+                    f"no operator reads state/{number} ({printable(s.old.kind)} "
+                    f"{printable(s.old.name)}) any more",
+                )
+        elif s.new is not None:
+            starter = by_id_new.get(s.new.operator_id)
+            if starter is not None:
+                extra_line[id(starter)] = f"state/{number} starts empty"
+    if c.mode == "streaming":
+        _mark_state_findings(c, by_id_new, status)
+    return extra_line
+
+
 #: Statuses that say the state breaks: drawn first on the box, and strongest.
 _ALARMS = ("lost", "misplaced")
+
+
+def _mark_chain_changes(
+    c: Comparison, groups: list[SceneGroup], group_of: dict[str | None, int]
+) -> None:
+    """Chains split or merged by the change (:attr:`Comparison.real_chain_changes`): each new
+    chain's box says so and what it was."""
+    for change in c.real_chain_changes:
+        before = " + ".join(printable(v.name) for v in change.old)
+        for v in change.new:
+            g = group_of.get(v.id)
+            if g is not None:
+                groups[g] = replace(
+                    groups[g],
+                    label=f"{groups[g].label} \u00b7 {change.kind}",
+                    title=f"{groups[g].title}\n{change.kind}: was {before}",
+                    status=change.kind,
+                )
 
 
 def _mark_stage_changes(
