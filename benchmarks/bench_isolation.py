@@ -31,10 +31,8 @@ from pyspark import cloudpickle  # noqa: E402
 from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 
 from pytest_opid.spark import isolation  # noqa: E402
-from pytest_opid.spark.transform_with_state import (  # noqa: E402
-    record_pickled,
-    record_processor,
-)
+from pytest_opid.spark.processor_recording import record_pickled  # noqa: E402
+from pytest_opid.spark.transform_with_state import record_processor  # noqa: E402
 
 COUNT = StructType([StructField("c", LongType())])
 RUNS = 15

@@ -11,9 +11,9 @@ pyspark, no pandas there), and then nothing is known.
 So pytest-opid runs ``init`` itself, in this interpreter but in a Python process of its own
 (:mod:`pytest_opid.spark.isolation`: the processor pickled as Spark ships it to its workers,
 this process's ``sys.path``, working directory and environment, a time limit), with a
-:class:`RecordingHandle` that implements the handle's API (``getValueState`` /
-``getListState`` / ``getMapState`` with schemas as ``StructType`` or DDL strings and
-``ttlDurationMs``, ``deleteIfExists``; timers) and records every call
+:class:`~pytest_opid.spark.processor_recording.RecordingHandle` that implements the handle's
+API (``getValueState`` / ``getListState`` / ``getMapState`` with schemas as ``StructType`` or
+DDL strings and ``ttlDurationMs``, ``deleteIfExists``; timers) and records every call
 (:func:`record_processor`). :mod:`pytest_opid.spark.jvm` replays the calls, in order, on the
 operator's own ``DriverStatefulProcessorHandleImpl``, exactly as Spark's state server does for
 the worker (``TransformWithStateInPySparkStateServer.initializeStateVariable``: the schema
@@ -35,26 +35,24 @@ hang or change the test process; an exit, a crash or a hang is one line ("could 
 :func:`transform_with_state_meaning` turns what was read into the operator's meaning facts
 (:attr:`~pytest_opid.result.StateOperator.meaning`): processor class, time mode, output mode and
 one fact per state variable (its kind, its schema in Spark's DDL form, its TTL).
+
+This module is the test process's side; what runs in the child is
+:mod:`pytest_opid.spark.processor_recording`, and reading the variables Spark files is
+:mod:`pytest_opid.spark.state_variables` (shared with the checkpoint reader).
 """
 
 from __future__ import annotations
 
-import contextvars
-import json
 import os
-import re
 import sys
-import threading
-from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_opid.result import UNKNOWN, StateStore
-from pytest_opid.spark.isolation import IsolatedFailure, phase, run_isolated
-from pytest_opid.spark.vocabulary import ENCODING_FACT, PROPERTIES_STORE
-
-_KINDS = ("ValueState", "ListState", "MapState")
+from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
+from pytest_opid.spark.state_variables import operator_properties, user_variables, variable_text
+from pytest_opid.spark.vocabulary import ENCODING_FACT
 
 
 @dataclass(frozen=True)
@@ -71,6 +69,19 @@ class StateCall:
     user_key_schema: str | None = None
     user_key_is_json: bool = True
     ttl_ms: int | None = None
+
+
+#: A :class:`StateCall` as the child sends it back (:mod:`.processor_recording`): its fields
+#: in order, each with the JSON types it may take.
+CALL_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("method", str),
+    ("name", str),
+    ("schema", (str, type(None))),
+    ("schema_is_json", bool),
+    ("user_key_schema", (str, type(None))),
+    ("user_key_is_json", bool),
+    ("ttl_ms", (int, type(None))),
+)
 
 
 @dataclass(frozen=True)
@@ -94,160 +105,6 @@ class ProcessorRecord:
         return out
 
 
-class _Unrecordable(Exception):
-    """``init`` did something a recording cannot stand for."""
-
-
-class _Inert:
-    """What the recording handle returns for a state variable: using it inside ``init`` (there
-    is no grouping key there) cannot be recorded."""
-
-    def __init__(self, kind: str, name: str) -> None:
-        self._what = f"{kind} {name!r}"
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        raise _Unrecordable(f"its init() uses the {self._what} ({attr})")
-
-
-def _schema_text(schema: Any, what: str) -> tuple[str, bool]:
-    if isinstance(schema, str):
-        return schema, False
-    to_json = getattr(schema, "json", None)
-    if callable(to_json) and type(schema).__name__ == "StructType":
-        return str(to_json()), True
-    raise _Unrecordable(f"its init() gives {what} as a {type(schema).__name__}")
-
-
-def _ttl(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Unrecordable(f"its init() gives ttlDurationMs as a {type(value).__name__}")
-    return value
-
-
-class RecordingHandle:
-    """A stand-in for PySpark's ``StatefulProcessorHandle`` that records what ``init`` declares."""
-
-    def __init__(self) -> None:
-        self.calls: list[StateCall] = []
-
-    def getValueState(self, stateName: str, schema: Any, ttlDurationMs: int | None = None) -> Any:
-        text, is_json = _schema_text(schema, "a state schema")
-        self.calls.append(
-            StateCall("getValueState", str(stateName), text, is_json, ttl_ms=_ttl(ttlDurationMs))
-        )
-        return _Inert("ValueState", str(stateName))
-
-    def getListState(self, stateName: str, schema: Any, ttlDurationMs: int | None = None) -> Any:
-        text, is_json = _schema_text(schema, "a state schema")
-        self.calls.append(
-            StateCall("getListState", str(stateName), text, is_json, ttl_ms=_ttl(ttlDurationMs))
-        )
-        return _Inert("ListState", str(stateName))
-
-    def getMapState(
-        self,
-        stateName: str,
-        userKeySchema: Any,
-        valueSchema: Any,
-        ttlDurationMs: int | None = None,
-    ) -> Any:
-        key, key_json = _schema_text(userKeySchema, "a map state's key schema")
-        value, value_json = _schema_text(valueSchema, "a map state's value schema")
-        self.calls.append(
-            StateCall(
-                "getMapState",
-                str(stateName),
-                value,
-                value_json,
-                key,
-                key_json,
-                _ttl(ttlDurationMs),
-            )
-        )
-        return _Inert("MapState", str(stateName))
-
-    def deleteIfExists(self, stateName: str) -> None:
-        self.calls.append(StateCall("deleteIfExists", str(stateName)))
-
-    def registerTimer(self, expiryTimestampMs: int) -> None:
-        raise _Unrecordable("its init() registers a timer")
-
-    def deleteTimer(self, expiryTimestampMs: int) -> None:
-        raise _Unrecordable("its init() deletes a timer")
-
-    def listTimers(self) -> Iterator[int]:
-        raise _Unrecordable("its init() lists timers")
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        raise _Unrecordable(f"its init() calls handle.{attr}, which pytest-opid does not know")
-
-
-_recording: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
-    "pytest_opid_tws_recording", default=None
-)
-
-
-_hook_lock = threading.Lock()
-
-
-_hook_installed = False
-
-
-#: Audit events an init() that only declares state variables never raises.
-_FORBIDDEN = {
-    "socket.connect": "connects to a service",
-    "socket.getaddrinfo": "looks up a host name",
-    "urllib.Request": "opens a URL",
-    "subprocess.Popen": "starts a process",
-    "os.system": "runs a command",
-    "os.exec": "runs a program",
-    "os.posix_spawn": "starts a process",
-    "os.spawn": "starts a process",
-}
-
-
-_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd", ".zip", ".egg")
-
-
-def _code_roots() -> tuple[str, ...]:
-    """The installation's folders (the standard library, site-packages): data files there
-    (time zones, encodings) are read by imports, not by the processor."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    return tuple(os.path.join(os.path.abspath(r), "") for r in roots)
-
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    seen = _recording.get()
-    if seen is None:
-        return
-    what = _FORBIDDEN.get(event)
-    if what is None and event == "open" and args:
-        path = args[0]
-        if isinstance(path, int):
-            return  # a file descriptor already open
-        text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
-        if text.endswith(_CODE_SUFFIXES) or os.path.abspath(text).startswith(_code_roots()):
-            return  # an import
-        what = f"opens the file {text!r}"
-    if what is not None:
-        seen.append(what)
-        raise _Unrecordable(f"its init() {what}")
-
-
-def _install_hook() -> None:
-    global _hook_installed
-    with _hook_lock:
-        if not _hook_installed:
-            sys.addaudithook(_audit)  # permanent; does nothing outside record_processor
-            _hook_installed = True
-
-
 def class_name(processor: object) -> str:
     """``module.Name`` of the processor's class; ``Name`` alone for a class defined in a script
     or in code run by ``exec`` (cloudpickle does not keep a local class's qualified name the
@@ -263,7 +120,7 @@ INIT_TIMEOUT = 30.0
 TIMEOUT_VARIABLE = "PYTEST_OPID_INIT_TIMEOUT"
 #: What the child imports before the call, so that the call only unpickles the user's code.
 _PRELOAD = (
-    "pytest_opid.spark.transform_with_state",
+    "pytest_opid.spark.processor_recording",
     "pyspark.cloudpickle",
     "pyspark.sql.streaming",
 )
@@ -313,7 +170,7 @@ def _pickled(processor: object) -> bytes:
 
 
 def record_processor(processor: object, timeout: float | None = None) -> ProcessorRecord:
-    """Run ``processor.init`` with a :class:`RecordingHandle` in a Python process of its own
+    """Run ``processor.init`` with a recording handle in a Python process of its own
     (:mod:`.isolation`): the calls it makes, or why they could not be recorded (then ``calls``
     is None).
 
@@ -342,7 +199,7 @@ def record_processor(processor: object, timeout: float | None = None) -> Process
     failure: str | None
     try:
         answer = run_isolated(
-            "pytest_opid.spark.transform_with_state", "record_pickled", payload, limit, _PRELOAD
+            "pytest_opid.spark.processor_recording", "record_pickled", payload, limit, _PRELOAD
         )
         calls, failure = _calls_from(answer)
     except IsolatedFailure as exc:
@@ -358,75 +215,21 @@ def record_processor(processor: object, timeout: float | None = None) -> Process
     return ProcessorRecord(name, calls)
 
 
-_CALL_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
-    ("method", str),
-    ("name", str),
-    ("schema", (str, type(None))),
-    ("schema_is_json", bool),
-    ("user_key_schema", (str, type(None))),
-    ("user_key_is_json", bool),
-    ("ttl_ms", (int, type(None))),
-)
-
-
 def _calls_from(answer: Any) -> tuple[tuple[StateCall, ...] | None, str | None]:
-    """The child's answer (plain JSON data, see :func:`record_pickled`) as calls or why not."""
+    """The child's answer (plain JSON data, see
+    :func:`~pytest_opid.spark.processor_recording.record_pickled`) as calls or why not."""
     if isinstance(answer, dict) and isinstance(answer.get("failure"), str):
         return None, answer["failure"][:300]
     rows = answer.get("calls") if isinstance(answer, dict) else None
     calls = []
     for row in rows if isinstance(rows, list) else [None]:
-        if not isinstance(row, list) or len(row) != len(_CALL_FIELDS):
+        if not isinstance(row, list) or len(row) != len(CALL_FIELDS):
             raise IsolatedFailure("init", "sent back something unreadable")
-        for value, (_, kind) in zip(row, _CALL_FIELDS, strict=True):
+        for value, (_, kind) in zip(row, CALL_FIELDS, strict=True):
             if not isinstance(value, kind):
                 raise IsolatedFailure("init", "sent back something unreadable")
         calls.append(StateCall(*row))
     return tuple(calls), None
-
-
-def record_pickled(payload: bytes) -> dict[str, Any]:
-    """In the child process (:func:`record_processor`): the pickled processor's ``init``
-    recorded here, as plain data, ``{"calls": [[method, name, schema, schema_is_json,
-    user_key_schema, user_key_is_json, ttl_ms], ...]}`` or ``{"failure": why not}``."""
-    from pyspark import cloudpickle  # lazy: pyspark is an optional extra
-
-    phase("load")
-    processor = cloudpickle.loads(payload)
-    phase("init")
-    calls, failure = _record_here(processor)
-    if failure is not None or calls is None:
-        return {"failure": failure}
-    return {"calls": [[getattr(c, field) for field, _ in _CALL_FIELDS] for c in calls]}
-
-
-def _record_here(processor: object) -> tuple[tuple[StateCall, ...] | None, str | None]:
-    """``processor.init`` run in this process with a :class:`RecordingHandle` and the guard:
-    (the calls, None) or (None, why not). An ``init`` that raises ``SystemExit`` exits."""
-    init = processor.init  # type: ignore[attr-defined]
-    _install_hook()
-    handle = RecordingHandle()
-    seen: list[str] = []
-    token = _recording.set(seen)
-    failure: str | None = None
-    try:
-        init(handle)
-    except _Unrecordable as exc:
-        failure = str(exc)
-    except Exception as exc:  # the processor's own code failed outside Spark
-        failure = f"its init() raised {type(exc).__name__}: {exc}"[:300]
-    finally:
-        _recording.reset(token)
-    if seen and failure is None:  # init() caught our refusal and carried on
-        failure = f"its init() {seen[0]}"
-    if failure is None:
-        names = Counter(c.name for c in handle.calls if c.method != "deleteIfExists")
-        twice = sorted(n for n, count in names.items() if count > 1)
-        if twice:
-            failure = f"its init() declares {', '.join(map(repr, twice))} twice"
-    if failure is not None:
-        return None, failure
-    return tuple(handle.calls), None
 
 
 def processor_from_command(command: bytes) -> tuple[object, str | None]:
@@ -451,153 +254,6 @@ def processor_from_command(command: bytes) -> tuple[object, str | None]:
     return processor, None if mode is None else str(mode)
 
 
-_SQL_TYPES = {
-    "long": "BIGINT",
-    "integer": "INT",
-    "short": "SMALLINT",
-    "byte": "TINYINT",
-    "string": "STRING",
-    "double": "DOUBLE",
-    "float": "FLOAT",
-    "boolean": "BOOLEAN",
-    "binary": "BINARY",
-    "date": "DATE",
-    "timestamp": "TIMESTAMP",
-    "timestamp_ntz": "TIMESTAMP_NTZ",
-    "null": "VOID",
-    "void": "VOID",
-}
-
-
-def _quote_name(name: str) -> str:
-    """Spark's ``quoteIfNeeded``."""
-    if re.fullmatch(r"[A-Za-z0-9_]+", name) and not name.isdigit():
-        return name
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _sql(t: Any, depth: int = 0) -> str:
-    """A Spark type's JSON as Spark's ``DataType.sql``."""
-    if depth > 20:
-        return UNKNOWN
-    if isinstance(t, str):
-        if t.startswith("decimal"):
-            return t.upper()
-        return _SQL_TYPES.get(t, t.upper())
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "struct":
-            fields = [f for f in t.get("fields") or [] if isinstance(f, dict)]
-            inner = ", ".join(
-                f"{_quote_name(str(f.get('name')))}: {_sql(f.get('type'), depth + 1)}"
-                + ("" if f.get("nullable", True) else " NOT NULL")
-                for f in fields
-            )
-            return f"STRUCT<{inner}>"
-        if kind == "array":
-            return f"ARRAY<{_sql(t.get('elementType'), depth + 1)}>"
-        if kind == "map":
-            key, value = _sql(t.get("keyType"), depth + 1), _sql(t.get("valueType"), depth + 1)
-            return f"MAP<{key}, {value}>"
-        if kind == "udt":
-            return _sql(t.get("sqlType"), depth + 1)
-    return UNKNOWN
-
-
-def ddl(schema: Any) -> str:
-    """A struct's JSON (text or parsed) as Spark's ``StructType.toDDL``: ``c BIGINT,s STRING``."""
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except ValueError:
-            return UNKNOWN
-    if not isinstance(schema, dict) or schema.get("type") != "struct":
-        return UNKNOWN
-    return ",".join(
-        f"{_quote_name(str(f.get('name')))} {_sql(f.get('type'))}"
-        + ("" if f.get("nullable", True) else " NOT NULL")
-        for f in schema.get("fields") or []
-        if isinstance(f, dict)
-    )
-
-
-def _parsed(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def _fields(schema: Any) -> list[dict[str, Any]]:
-    if isinstance(schema, dict):
-        return [f for f in schema.get("fields") or [] if isinstance(f, dict)]
-    return []
-
-
-def _unwrap_ttl(value: Any) -> Any:
-    """A TTL variable's value schema is ``struct<value: <the variable's>, ttlExpirationMs>``."""
-    fields = _fields(value)
-    if (
-        len(fields) == 2
-        and fields[0].get("name") == "value"
-        and fields[1].get("name") == "ttlExpirationMs"
-    ):
-        return fields[0].get("type")
-    return value
-
-
-def user_variables(
-    stores: Sequence[StateStore] | Mapping[str, tuple[str | None, str | None]],
-    properties: str | None = None,
-) -> dict[str, dict[str, Any]]:
-    """The processor's own state variables (not Spark's timers and indexes), in declaration
-    order: name -> ``kind`` (ValueState...), ``ttl`` (bool), ``key`` / ``value`` (parsed schema
-    of the variable's own column family, TTL wrapper removed; the map's user key for ``key``)."""
-    if not isinstance(stores, Mapping):
-        families = {s.name: (s.key_schema, s.value_schema) for s in stores}
-    else:
-        families = dict(stores)
-    if properties is None:
-        properties = families.get(PROPERTIES_STORE, (None, None))[1]
-    props = _parsed(properties)
-    out: dict[str, dict[str, Any]] = {}
-    if not isinstance(props, dict):
-        return out
-    for var in props.get("stateVariables") or []:
-        if not isinstance(var, dict):
-            continue
-        name, kind = var.get("stateName"), var.get("stateVariableType")
-        if not isinstance(name, str) or kind not in _KINDS:
-            continue  # TimerState and Spark's internal column families
-        ttl = bool(var.get("ttlEnabled"))
-        key_text, value_text = families.get(f"default/{name}", (None, None))
-        key, value = _parsed(key_text), _parsed(value_text)
-        if ttl:
-            value = _unwrap_ttl(value)
-        if kind == "MapState":
-            parts = {f.get("name"): f.get("type") for f in _fields(key)}
-            key = parts.get("userKey")
-        else:
-            key = None
-        out[name] = {"kind": kind, "ttl": ttl, "key": key, "value": value}
-    return out
-
-
-def variable_text(info: Mapping[str, Any], ttl_ms: int | None = None) -> str:
-    """One state variable as a meaning fact: ``ValueState<c BIGINT>, no TTL``."""
-    value = ddl(info.get("value")) if info.get("value") is not None else UNKNOWN
-    if info.get("kind") == "MapState":
-        key = ddl(info.get("key")) if info.get("key") is not None else UNKNOWN
-        body = f"MapState<{key}; {value}>"
-    else:
-        body = f"{info.get('kind')}<{value}>"
-    if not info.get("ttl"):
-        return f"{body}, no TTL"
-    return f"{body}, TTL {ttl_ms} ms" if ttl_ms is not None else f"{body}, TTL"
-
-
 def transform_with_state_meaning(
     stores: Sequence[StateStore],
     processor: ProcessorRecord | None,
@@ -613,9 +269,8 @@ def transform_with_state_meaning(
     facts: list[tuple[str, str]] = [
         ("processor", processor.processor_class if processor is not None else UNKNOWN)
     ]
-    families = {s.name: (s.key_schema, s.value_schema) for s in stores}
-    props = _parsed(families.get(PROPERTIES_STORE, (None, None))[1])
-    if not isinstance(props, dict):
+    props = operator_properties(stores)
+    if props is None:
         facts += [("time mode", UNKNOWN), ("output mode", UNKNOWN), ("state variables", UNKNOWN)]
         if processor is not None and processor.reason:
             facts.append(("could not inspect", processor.reason))

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_opid.spark.checkpoint.files import reparse
-from pytest_opid.spark.transform_with_state import user_variables
+from pytest_opid.spark.state_variables import user_variables
 from pytest_opid.spark.vocabulary import DEFAULT_COL_FAMILY_NAME, DEFAULT_STORE_NAME
 
 
@@ -199,7 +199,7 @@ class Checkpoint:
 
 def operator_user_variables(op: StateOperatorMetadata) -> dict[str, dict[str, Any]]:
     """A transformWithState operator's own state variables with their schemas, from its column
-    families (:func:`~pytest_opid.spark.transform_with_state.user_variables`); empty for other
+    families (:func:`~pytest_opid.spark.state_variables.user_variables`); empty for other
     operators."""
     if not op.state_variables:
         return {}

@@ -14,7 +14,7 @@ from pytest_opid.io.schema import type_text
 from pytest_opid.spark.checkpoint.files import quoted
 from pytest_opid.spark.checkpoint.model import Checkpoint, operator_user_variables
 from pytest_opid.spark.checkpoint.schema_files import struct_problem
-from pytest_opid.spark.transform_with_state import variable_text
+from pytest_opid.spark.state_variables import variable_text
 from pytest_opid.text import printable
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -16,13 +16,12 @@ pytest.importorskip("pyspark")
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from pytest_opid.result import UNKNOWN, StateStore
+from pytest_opid.spark.state_variables import ddl, user_variables
 from pytest_opid.spark.transform_with_state import (
     ProcessorRecord,
     StateCall,
-    ddl,
     record_processor,
     transform_with_state_meaning,
-    user_variables,
 )
 from pytest_opid.spark.vocabulary import PROPERTIES_STORE
 
