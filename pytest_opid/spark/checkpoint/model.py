@@ -4,14 +4,31 @@ offset log pins."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from pytest_opid.spark.checkpoint.files import reparse
 from pytest_opid.spark.state_variables import user_variables
 from pytest_opid.spark.vocabulary import DEFAULT_COL_FAMILY_NAME, DEFAULT_STORE_NAME
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def _named(items: Iterable[_N], name: str) -> _N | None:
+    """The first of ``items`` called ``name``: a state store and a column family are both
+    found by their name."""
+    for item in items:
+        if item.name == name:
+            return item
+    return None
 
 
 @dataclass(frozen=True)
@@ -89,10 +106,7 @@ class StateStoreMetadata:
     schema_files: tuple[str, ...] = ()
 
     def column_family(self, name: str = DEFAULT_COL_FAMILY_NAME) -> ColumnFamilySchema | None:
-        for cf in self.column_families:
-            if cf.name == name:
-                return cf
-        return None
+        return _named(self.column_families, name)
 
     @property
     def key_schema(self) -> dict[str, Any] | None:
@@ -137,10 +151,7 @@ class StateOperatorMetadata:
     state_variables: tuple[StateVariableInfo, ...] = ()
 
     def store(self, name: str = DEFAULT_STORE_NAME) -> StateStoreMetadata | None:
-        for st in self.stores:
-            if st.name == name:
-                return st
-        return None
+        return _named(self.stores, name)
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,22 @@
 """Which changes of a stateful operator's meaning make a restart Spark accepts unsafe, and
 what Spark will then do, in Spark's words.
 
-:mod:`pytest_opid.spark.meaning` records the facts; this module compares two operators' facts
-(:func:`compare_meaning`, both from plans) or an operator's facts with what a checkpoint keeps
-of its state (:func:`checkpoint_meaning`: field names only). :mod:`pytest_opid.spark.restore`
-turns each :class:`Change` into a reinterpreted-state finding (not safe) or a warning.
+:mod:`pytest_opid.spark.query.meaning` records the facts; this module compares two operators'
+facts (:func:`compare_meaning`, both from plans), and :mod:`.checkpoint_meaning` an operator's
+facts with what a checkpoint keeps of its state (field names only), with the reading of facts
+and the effects said here. :mod:`.state` turns each :class:`Change` into a reinterpreted-state
+finding (not safe) or a warning.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pytest_opid.result import UNKNOWN
 from pytest_opid.spark.function_digest import fact_parts
-from pytest_opid.spark.vocabulary import AGGREGATIONS, FUNCTION_DIGEST_FACT, GROUP_STATES
+from pytest_opid.spark.vocabulary import FUNCTION_DIGEST_FACT
 
 
 class Change(NamedTuple):
@@ -48,9 +48,6 @@ _WARN_ONLY = (
 )
 
 
-_COLUMN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ")
-
-
 def compare_meaning(
     number: int,
     operator: str,
@@ -75,7 +72,7 @@ def compare_meaning(
             )
         ]
     head = f"state/{number} ({operator})"
-    before, after = _families(old), _families(new)
+    before, after = fact_families(old), fact_families(new)
     out: list[Change] = []
     for family in _LISTS:
         was, now = before.get(family, []), after.get(family, [])
@@ -83,7 +80,7 @@ def compare_meaning(
             continue  # Spark compares the number of fields itself
         out += _positional(head, operator, family, was, now)
     for fact in ("session window", "state schema"):
-        was_s, now_s = _single(before, fact), _single(after, fact)
+        was_s, now_s = single_fact(before, fact), single_fact(after, fact)
         if was_s is None or now_s is None or was_s == now_s:
             continue
         if UNKNOWN in (was_s, now_s):
@@ -100,8 +97,8 @@ def compare_meaning(
                     "state and are merged and emitted by the new rule.",
                 )
             )
-    left_was, right_was = _single(before, "left input"), _single(before, "right input")
-    left_now, right_now = _single(after, "left input"), _single(after, "right input")
+    left_was, right_was = single_fact(before, "left input"), single_fact(before, "right input")
+    left_now, right_now = single_fact(after, "left input"), single_fact(after, "right input")
     if (
         left_was is not None
         and left_was != right_was
@@ -122,7 +119,7 @@ def compare_meaning(
     out += digests
     compared = _digest_known(before) and _digest_known(after)
     for fact in _WARN_ONLY:
-        was_s, now_s = _single(before, fact), _single(after, fact)
+        was_s, now_s = single_fact(before, fact), single_fact(after, fact)
         if was_s is None or now_s is None or was_s == now_s or UNKNOWN in (was_s, now_s):
             continue
         if fact == "function" and compared:
@@ -139,7 +136,7 @@ def compare_meaning(
 
 
 def _digest_known(families: Mapping[str, list[str]]) -> bool:
-    value = _single(families, FUNCTION_DIGEST_FACT)
+    value = single_fact(families, FUNCTION_DIGEST_FACT)
     return value is not None and fact_parts(value) is not None
 
 
@@ -152,10 +149,10 @@ def _function_digest(
 ) -> list[Change]:
     """The Python code that updates the state (:mod:`pytest_opid.spark.function_digest`):
     another digest means another function reads and updates the old state."""
-    now = _single(after, FUNCTION_DIGEST_FACT)
+    now = single_fact(after, FUNCTION_DIGEST_FACT)
     if now is None:
         return []  # no Python code updates this state
-    was = _single(before, FUNCTION_DIGEST_FACT)
+    was = single_fact(before, FUNCTION_DIGEST_FACT)
     if was is None:
         return [
             Change(
@@ -171,8 +168,8 @@ def _function_digest(
         return [_unknown(head, "function that updates the state")]
     if parts_was == parts_now:
         return []
-    name = _single(after, "function") or _single(after, "processor") or UNKNOWN
-    what = "processor" if _single(after, "processor") is not None else "function"
+    name = single_fact(after, "function") or single_fact(after, "processor") or UNKNOWN
+    what = "processor" if single_fact(after, "processor") is not None else "function"
     if parts_was[1] != parts_now[1]:
         return [
             Change(
@@ -242,7 +239,9 @@ _WARN_WHY = {
 }
 
 
-def _families(facts: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+def fact_families(facts: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """Meaning facts by family (``key 1``, ``key 2`` -> ``key``), in order; a value earlier
+    pytest-opid wrote without saying which UDF or field it was becomes :data:`UNKNOWN`."""
     out: dict[str, list[str]] = {}
     for fact, value in facts:
         family = fact.rsplit(" ", 1)[0] if fact.rsplit(" ", 1)[-1].isdigit() else fact
@@ -257,7 +256,8 @@ def _families(facts: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
 _UNSAID = re.compile(r"\bpythonUDF\d+\b|\bget(?:Struct|ArrayStruct)Fields?\(")
 
 
-def _single(families: Mapping[str, list[str]], fact: str) -> str | None:
+def single_fact(families: Mapping[str, list[str]], fact: str) -> str | None:
+    """The value of a fact an operator has once (``watermark``), None without it."""
     values = families.get(fact)
     return values[0] if values else None
 
@@ -289,7 +289,7 @@ def _positional(
                 True,
                 f"{head}: the {family}s are in another order ({'; '.join(moved)}). Spark restarts "
                 "(it reads state by position, and the types still match), and the results are "
-                f"wrong: {_ORDER_EFFECT.get(family, _ORDER_EFFECT['key'])}",
+                f"wrong: {ORDER_EFFECT.get(family, ORDER_EFFECT['key'])}",
             )
         ]
     out = []
@@ -302,7 +302,8 @@ def _positional(
                 "window_meaning" if windowed else _KIND.get(family, "key_meaning"),
                 True,
                 f"{head}: {family} {i} was {a}, is now {b}. Spark restarts (the state's types "
-                f"still match), and the results are wrong: {_effect(operator, family, a, b)}",
+                "still match), and the results are wrong: "
+                + reinterpreted_effect(operator, family, a, b),
             )
         )
     return out
@@ -316,7 +317,7 @@ _KIND = {
 }
 
 
-_ORDER_EFFECT = {
+ORDER_EFFECT = {
     "key": "each group's values come out under the other key columns (e.g. a country in the "
     "category column).",
     "aggregate": "each aggregate's running value is continued as another aggregate's.",
@@ -325,15 +326,16 @@ _ORDER_EFFECT = {
 }
 
 
-def _effect(operator: str, family: str, was: str, now: str) -> str:
+def reinterpreted_effect(operator: str, family: str, was: str, now: str) -> str:
+    """What goes wrong in the results when ``family``'s ``was`` is read as ``now``."""
     if family == "aggregate":
         return (
-            f"each group's state holds {_bare(was)} so far, which the new query reads as "
-            f"{_bare(now)} and goes on updating: the emitted values mix both."
+            f"each group's state holds {bare(was)} so far, which the new query reads as "
+            f"{bare(now)} and goes on updating: the emitted values mix both."
         )
     if family in ("left key", "right key"):
         return (
-            f"rows buffered under {_bare(was)} are looked up by {_bare(now)}: they match rows "
+            f"rows buffered under {bare(was)} are looked up by {bare(now)}: they match rows "
             "they should not and miss the ones they should."
         )
     if " window(" in was or " window(" in now:
@@ -343,18 +345,18 @@ def _effect(operator: str, family: str, was: str, now: str) -> str:
         )
     if operator.startswith("dedupe"):
         return (
-            f"the state remembers the {_bare(was)} values seen so far and the new query looks "
-            f"up {_bare(now)} values in it: a row whose {_bare(now)} matches an old "
-            f"{_bare(was)} is dropped, and duplicates by {_bare(now)} seen before the restart "
+            f"the state remembers the {bare(was)} values seen so far and the new query looks "
+            f"up {bare(now)} values in it: a row whose {bare(now)} matches an old "
+            f"{bare(was)} is dropped, and duplicates by {bare(now)} seen before the restart "
             "pass again."
         )
     return (
-        f"the groups kept under {_bare(was)} are read as groups of {_bare(now)}, updated and "
+        f"the groups kept under {bare(was)} are read as groups of {bare(now)}, updated and "
         "emitted next to the new ones."
     )
 
 
-def _bare(value: str) -> str:
+def bare(value: str) -> str:
     """A fact's value without its type (``user: string`` -> ``user``)."""
     return value.rsplit(": ", 1)[0] if ": " in value else value
 
@@ -394,247 +396,3 @@ def _field_names(ddl: str) -> list[str] | None:
             if part:
                 names.append(part.split(":", 1)[0].strip())
     return names
-
-
-def plain_column(value: str) -> str | None:
-    """The column a ``key N`` fact names when it is a plain column (``user: string``)."""
-    match = _COLUMN.match(value)
-    return match.group(1) if match else None
-
-
-def checkpoint_meaning(
-    number: int,
-    operator: str,
-    stored: Mapping[str, tuple[str | None, str | None]],
-    new_stores: Mapping[str, tuple[str | None, str | None]],
-    new: Sequence[tuple[str, str]],
-) -> list[Change]:
-    """The same judgement against a checkpoint, which records no plan: only the names of the
-    state's key and value fields (``state/<n>/.../_metadata/schema``). A key field of the old
-    name that the new query reads from a column of that name is the same key; one the new query
-    computes under the old name cannot be told apart, which the change says."""
-    head = f"state/{number} ({operator})"
-    old_key, old_value = (_names(s) for s in stored.get("default", (None, None)))
-    new_key, new_value = (_names(s) for s in new_stores.get("default", (None, None)))
-    facts = _families(new)
-    keys = facts.get("key", [])
-    out: list[Change] = []
-    windows = [v for v in keys if " window(" in v] + facts.get("session window", [])
-    plain_keys = [v for v in keys if " window(" not in v]
-    if old_key is not None and new_key is not None:
-        old_names = [n for n in old_key if n not in ("window", "session_window")]
-        new_names = [n for n in new_key if n not in ("window", "session_window")]
-        if len(old_names) == len(new_names) == len(plain_keys):
-            unsure = []
-            changed = []
-            for i, (was, now, value) in enumerate(
-                zip(old_names, new_names, plain_keys, strict=True), 1
-            ):
-                column = plain_column(value)
-                if column == was:
-                    continue  # the same column, perhaps under a new name
-                if was == now:
-                    unsure.append(f"key {i} {was} (now {_bare(value)})")
-                elif was in new_names:
-                    changed.append(f"key {i} was {was}, is now {now}")
-                else:
-                    changed.append(f"key {i} was {was}, is now {_bare(value)}")
-            if changed:
-                if sorted(old_names) == sorted(new_names):
-                    effect = _ORDER_EFFECT["key"]
-                else:
-                    was, now = changed[0].split(" was ", 1)[1].split(", is now ", 1)
-                    effect = _effect(operator, "key", was, now)
-                out.append(
-                    Change(
-                        "key_meaning",
-                        True,
-                        f"{head}: the checkpoint's state is keyed by {', '.join(old_names)}; "
-                        f"the new query keys it by {', '.join(map(_bare, plain_keys))} "
-                        f"({'; '.join(changed)}). Spark restarts (the types still match), and "
-                        f"the results are wrong: {effect}",
-                    )
-                )
-            if unsure:
-                out.append(
-                    Change(
-                        "key_meaning",
-                        False,
-                        f"{head}: {'; '.join(unsure)} is computed under the name the "
-                        "checkpoint records, which keeps names, not expressions. "
-                        + CHECK_WITH_PREVIOUS,
-                        verified=False,
-                    )
-                )
-    aggregates = operator in AGGREGATIONS
-    if (
-        aggregates
-        and old_value is not None
-        and new_value is not None
-        and len(old_value) == len(new_value)
-        and old_value != new_value
-    ):
-        now_aggregates = ", ".join(map(_bare, facts.get("aggregate", []))) or UNKNOWN
-        diff = [
-            f"buffer field {i} was {a}, is now {b}"
-            for i, (a, b) in enumerate(zip(old_value, new_value, strict=True), 1)
-            if a != b
-        ]
-        out.append(
-            Change(
-                "aggregate_meaning",
-                True,
-                f"{head}: the aggregation buffer's fields changed ({'; '.join(diff)}): the "
-                f"aggregates are now {now_aggregates}. "
-                "Spark restarts (the types still match), and the results are wrong: each "
-                "group's running values are continued by other aggregate functions.",
-            )
-        )
-    out += _checkpoint_join(head, stored, new_stores)
-    out += _checkpoint_group_state(
-        head,
-        operator,
-        stored.get("default", (None, None))[1],
-        new_stores.get("default", (None, None))[1],
-    )
-    # What a checkpoint cannot show: said once per operator, never guessed.
-    unchecked = []
-    if windows:
-        unchecked.append(f"the window's duration, slide or gap (now {', '.join(windows)})")
-    inputs = [_bare(v) for v in facts.get("aggregate", []) if _reads_columns(_bare(v))]
-    if aggregates and inputs:
-        unchecked.append(f"the aggregates' input columns (now {', '.join(inputs)})")
-    function = _single(facts, FUNCTION_DIGEST_FACT)
-    if function is not None:
-        name = _single(facts, "function") or _single(facts, "processor") or UNKNOWN
-        unchecked.append(
-            f"the function that updates the state (now {name}: a checkpoint keeps no code)"
-        )
-    join_keys = facts.get("left key", []) + facts.get("right key", [])
-    if operator == "symmetricHashJoin" and join_keys:
-        left = ", ".join(map(_bare, facts.get("left key", [])))
-        right = ", ".join(map(_bare, facts.get("right key", [])))
-        unchecked.append(
-            f"the join keys (Spark files them as field0, field1...; now {left} = {right})"
-        )
-    if unchecked:
-        out.append(
-            Change(
-                "window_meaning" if windows else "state_meaning",
-                False,
-                f"{head}: not verified: {'; '.join(unchecked)}; the checkpoint keeps the "
-                f"state's field names and types, not the plan. {CHECK_WITH_PREVIOUS}",
-                verified=False,
-            )
-        )
-    return out
-
-
-#: How to verify what a checkpoint alone cannot show.
-CHECK_WITH_PREVIOUS = (
-    "To verify it: opid check-restore CHECKPOINT NEW --previous-fingerprint OLD.json (the "
-    "fingerprint or snapshot of the query that wrote the checkpoint), or in pytest keep the "
-    "query's snapshot next to previous=."
-)
-
-
-#: An aggregate's argument that reads no column: ``*``, a number, a string, null.
-_NO_COLUMN = re.compile(r"^(?:DISTINCT )?(?:\*|-?[0-9][0-9.]*[LDSYF]?|'[^']*'|null|true|false)$")
-
-
-def _reads_columns(aggregate: str) -> bool:
-    """``sum(v)`` reads a column, whose expression a checkpoint does not keep; ``count(1)``
-    (``count(*)``) and ``count()`` read none."""
-    if "(" not in aggregate or not aggregate.endswith(")"):
-        return False
-    inner = aggregate.split("(", 1)[1][:-1].strip()
-    return bool(inner) and not all(_NO_COLUMN.match(a.strip()) for a in inner.split(","))
-
-
-def _side_values(
-    stores: Mapping[str, tuple[str | None, str | None]], side: str
-) -> list[str] | None:
-    """The value field names of a stream-stream join's buffered rows on one side
-    (``<side>-keyWithIndexToValue``, a store or, in state format 3, a column family)."""
-    for name, (_, value) in stores.items():
-        if name.endswith(f"{side}-keyWithIndexToValue"):
-            return _names(value)
-    return None
-
-
-def _checkpoint_join(
-    head: str,
-    stored: Mapping[str, tuple[str | None, str | None]],
-    new_stores: Mapping[str, tuple[str | None, str | None]],
-) -> list[Change]:
-    """Join sides swapped: the rows the checkpoint buffered for the left input carry the
-    right input's columns now, and the other way round."""
-    was_left, was_right = _side_values(stored, "left"), _side_values(stored, "right")
-    now_left, now_right = _side_values(new_stores, "left"), _side_values(new_stores, "right")
-    if None in (was_left, was_right, now_left, now_right) or was_left == was_right:
-        return []
-    if (was_left, was_right) != (now_right, now_left):
-        return []
-    return [
-        Change(
-            "join_meaning",
-            True,
-            f"{head}: the join's sides are swapped: the checkpoint buffers rows of "
-            f"({', '.join(was_left or ())}) for the left input, the new query's left input has "
-            f"({', '.join(now_left or ())}). Spark restarts (both buffers keep their types by "
-            "position), and the results are wrong: rows buffered for one input are read and "
-            "joined as the other's.",
-        )
-    ]
-
-
-def _checkpoint_group_state(
-    head: str, operator: str, stored: str | None, schema: str | None
-) -> list[Change]:
-    """applyInPandasWithState / flatMapGroupsWithState: the group state's fields in another
-    order (Spark reads them by position; state format 2 nests them in ``groupState``)."""
-    if operator not in GROUP_STATES:
-        return []
-    was, now = _group_state_names(stored), _group_state_names(schema)
-    if was is None or now is None or was == now or sorted(was) != sorted(now):
-        return []
-    return [
-        Change(
-            "state_meaning",
-            True,
-            f"{head}: the group state's fields are in another order (the checkpoint has "
-            f"{', '.join(was)}, the new query {', '.join(now)}). Spark restarts (it reads them "
-            "by position, and the types still match), and the results are wrong: each field's "
-            "old value is read as another field's.",
-        )
-    ]
-
-
-def _group_state_names(schema: str | None) -> list[str] | None:
-    """The group state's field names: inside ``groupState`` (state format 2), else the top."""
-    fields = _fields(schema)
-    for field in fields or ():
-        if isinstance(field, dict) and field.get("name") == "groupState":
-            inner = _fields(field.get("type"))
-            if inner is not None:
-                return [str(f.get("name")) if isinstance(f, dict) else "?" for f in inner]
-    return _names(schema)
-
-
-def _names(schema: str | None) -> list[str] | None:
-    """A struct schema's field names (Spark's JSON form), ``None`` where it is not one."""
-    fields = _fields(schema)
-    if fields is None:
-        return None
-    return [str(f.get("name")) if isinstance(f, dict) else "?" for f in fields]
-
-
-def _fields(schema: Any) -> list[Any] | None:
-    """The ``fields`` of a struct type given as JSON text or already parsed."""
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except ValueError:
-            return None
-    fields = schema.get("fields") if isinstance(schema, dict) else None
-    return fields if isinstance(fields, list) else None

@@ -7,12 +7,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from pytest_opid.spark.restart.checkpoint_meaning import checkpoint_meaning
 from pytest_opid.spark.restart.findings import Findings, StatefulOperator
-from pytest_opid.spark.restart.meaning import (
-    checkpoint_meaning,
-    compare_meaning,
-    evolved_processor,
-)
+from pytest_opid.spark.restart.meaning import compare_meaning, evolved_processor
 from pytest_opid.spark.restart.schemas import (
     check_schemas,
     unchecked_schemas,

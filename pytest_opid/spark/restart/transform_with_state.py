@@ -5,7 +5,7 @@ longer declared, the processor class, a TTL's duration)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pytest_opid.result import (
@@ -22,20 +22,21 @@ from pytest_opid.spark.words import (
 from pytest_opid.text import printable, quote
 
 
-def declared_variables(properties: Mapping[str, Any]) -> dict[str, str]:
-    out = {}
+def _named_variables(properties: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The operator properties' ``stateVariables`` entries that have a name."""
     for var in properties.get("stateVariables") or []:
         if isinstance(var, dict) and isinstance(var.get("stateName"), str):
-            out[var["stateName"]] = str(var.get("stateVariableType"))
-    return out
+            yield var
+
+
+def declared_variables(properties: Mapping[str, Any]) -> dict[str, str]:
+    """State variable name -> its kind (``ValueState``...), as the properties declare it."""
+    return {v["stateName"]: str(v.get("stateVariableType")) for v in _named_variables(properties)}
 
 
 def ttl_flags(properties: Mapping[str, Any]) -> dict[str, bool]:
-    out = {}
-    for var in properties.get("stateVariables") or []:
-        if isinstance(var, dict) and isinstance(var.get("stateName"), str):
-            out[var["stateName"]] = bool(var.get("ttlEnabled"))
-    return out
+    """State variable name -> whether it has a TTL."""
+    return {v["stateName"]: bool(v.get("ttlEnabled")) for v in _named_variables(properties)}
 
 
 def ttl_millis(fact: str | None) -> int | None:

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from pytest_opid.spark.restart.meaning import checkpoint_meaning, compare_meaning, plain_column
+from pytest_opid.spark.restart.checkpoint_meaning import checkpoint_meaning, plain_column
+from pytest_opid.spark.restart.meaning import compare_meaning
 
 AGG = (
     ("key 1", "cat: string"),
