@@ -262,7 +262,7 @@ LAZY = {
     "pytest_opid.plugin.recorder",
     "pytest_opid.plugin.session",
     "pytest_opid.plugin.snapshot_files",
-    "pytest_opid.cli",
+    "pytest_opid.cli.commands",
     "pytest_opid.plugin.flink",
     "pytest_opid.plugin.spark",
 }

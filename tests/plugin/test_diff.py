@@ -13,7 +13,7 @@ import mmh3
 import pytest
 
 import pytest_opid
-from pytest_opid.cli import diff_command
+from pytest_opid.cli.commands import diff_command
 from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
 from pytest_opid.errors import OpidError
