@@ -75,10 +75,7 @@ def _sql(t: Any, depth: int = 0) -> str:
 def ddl(schema: Any) -> str:
     """A struct's JSON (text or parsed) as Spark's ``StructType.toDDL``: ``c BIGINT,s STRING``."""
     if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except ValueError:
-            return UNKNOWN
+        schema = parsed_json(schema)
     if not isinstance(schema, dict) or schema.get("type") != "struct":
         return UNKNOWN
     return ",".join(
@@ -89,13 +86,15 @@ def ddl(schema: Any) -> str:
     )
 
 
-def _parsed(text: str | None) -> Any:
+def parsed_json(text: str | None, unreadable: Any = None) -> Any:
+    """A schema or properties text Spark wrote as JSON, parsed; ``unreadable`` where it does
+    not parse (the restart check keeps the text to quote it), None for no text."""
     if text is None:
         return None
     try:
         return json.loads(text)
     except ValueError:
-        return None
+        return unreadable
 
 
 def _fields(schema: Any) -> list[dict[str, Any]]:
@@ -129,7 +128,7 @@ def user_variables(
         families = dict(stores)
     if properties is None:
         properties = families.get(PROPERTIES_STORE, (None, None))[1]
-    props = _parsed(properties)
+    props = parsed_json(properties)
     out: dict[str, dict[str, Any]] = {}
     if not isinstance(props, dict):
         return out
@@ -141,7 +140,7 @@ def user_variables(
             continue  # TimerState and Spark's internal column families
         ttl = bool(var.get("ttlEnabled"))
         key_text, value_text = families.get(f"default/{name}", (None, None))
-        key, value = _parsed(key_text), _parsed(value_text)
+        key, value = parsed_json(key_text), parsed_json(value_text)
         if ttl:
             value = _unwrap_ttl(value)
         if kind == "MapState":
@@ -170,5 +169,5 @@ def operator_properties(stores: Sequence[StateStore]) -> dict[str, Any] | None:
     """The operator properties Spark files with the state (time mode, output mode, the state
     variables), parsed; None where the stores hold none or they do not read as an object."""
     families = {s.name: (s.key_schema, s.value_schema) for s in stores}
-    props = _parsed(families.get(PROPERTIES_STORE, (None, None))[1])
+    props = parsed_json(families.get(PROPERTIES_STORE, (None, None))[1])
     return props if isinstance(props, dict) else None

@@ -4,7 +4,6 @@ restarts; with Avro encoding (transformWithState) the evolution Avro allows."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pytest_opid.io.schema import type_text
@@ -13,6 +12,7 @@ from pytest_opid.result import (
     RestoreProblem,
 )
 from pytest_opid.spark.restart.findings import Findings, StatefulOperator
+from pytest_opid.spark.state_variables import parsed_json
 from pytest_opid.spark.vocabulary import (
     AGGREGATIONS,
     GROUP_STATES,
@@ -46,12 +46,7 @@ def row_widths(old: StatefulOperator, new: StatefulOperator, part: int) -> tuple
 
 
 def parse_schema(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    return parsed_json(text, unreadable=text)
 
 
 def schema_compatible(new: Any, stored: Any, strict: bool = True) -> bool:
