@@ -20,7 +20,7 @@ from typing import Any
 from pytest_opid.errors import DocumentError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import open_regular, read_text
-from pytest_opid.io.saved_fingerprint import is_engine_version
+from pytest_opid.io.saved_form import is_engine_version
 from pytest_opid.io.schema import schema_json, unclosed
 from pytest_opid.io.snapshot_cells import (
     Cells,

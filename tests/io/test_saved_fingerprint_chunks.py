@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pytest_opid.io import saved_fingerprint
+from pytest_opid.io import saved_write
 from pytest_opid.result import (
     ChainedOperator,
     Fingerprint,
@@ -126,7 +126,7 @@ def test_random_fingerprints_are_written_as_the_standard_library_writes_them(
     expected = standard(fp)
     assert fp.to_json() == expected
     for rows in (1, 2, 3, 7, 10_000):
-        monkeypatch.setattr(saved_fingerprint, "CHUNK_ROWS", rows)
+        monkeypatch.setattr(saved_write, "CHUNK_ROWS", rows)
         assert fp.to_json() == expected
         assert written(fp, rows) == expected.encode("utf-8", "backslashreplace")
     if seed % 3:  # the saved form reads back (a lone surrogate does not: not UTF-8)
