@@ -10,7 +10,6 @@ dict lookup. Formats 1 to 6 are read.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -21,16 +20,14 @@ from pytest_opid.errors import DocumentError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import open_regular, read_text
 from pytest_opid.io.saved_form import is_engine_version
-from pytest_opid.io.schema import schema_json, unclosed
+from pytest_opid.io.schema import unclosed
 from pytest_opid.io.snapshot_cells import (
     Cells,
     arity,
     bare_cell,
     cells,
-    cells_and_rest,
     hex_cell,
     int_cell,
-    is_bare,
     string_cell,
 )
 from pytest_opid.io.snapshot_format import (
@@ -52,9 +49,18 @@ from pytest_opid.io.snapshot_format import (
     STAGES,
     STATES,
     STORES,
-    SURROGATE,
     UNTIL,
     VERTICES,
+)
+from pytest_opid.io.snapshot_rows import (
+    SchemaParts,
+    meaning_row,
+    operator_row,
+    plan_line,
+    state_row,
+    store_row,
+    store_schema,
+    store_schema_row,
 )
 from pytest_opid.result import (
     ChainedOperator,
@@ -117,7 +123,7 @@ class _Reader:
         self.settings: list[tuple[str, str]] = []
         self.setting_keys: set[str] = set()
         self.plan: list[str] | None = None
-        self.schemas: dict[tuple[int, str], dict[str, str | None]] = {}  # format 3's stores
+        self.schemas: SchemaParts = {}  # format 3's stores
         self.seen: dict[str, int] = {}  # section title -> its line
         self.lines = 0
         self.ended = 0  # format 5: the line of [end]
@@ -160,7 +166,7 @@ class _Reader:
                 depth += unclosed(line)
                 if depth <= 0:
                     pending[-1] = " ".join(pending[-1])
-                    _store_schema(self.schemas, *pending, runs=version >= 6)
+                    store_schema(self.schemas, *pending, runs=version >= 6)
                     pending = None
                 continue
             if not line or line.startswith("#"):
@@ -178,15 +184,15 @@ class _Reader:
                 continue
             if section == PLAN and self.plan is not None:
                 plan = self.plan
-                plan.append(_plan_line(raw, plan[-1] if plan else None, where))
+                plan.append(plan_line(raw, plan[-1] if plan else None, where))
                 continue
             if section == STORES and version >= 3:
-                state_no, store, part, schema = self._store_row(line, where)
+                state_no, store, part, schema = store_schema_row(line, where)
                 if not schema.startswith('"') and unclosed(schema) > 0:
                     pending = [where, state_no, store, part, [schema]]
                     depth = unclosed(schema)
                 else:
-                    _store_schema(
+                    store_schema(
                         self.schemas, where, state_no, store, part, schema, runs=version >= 6
                     )
                 continue
@@ -226,30 +232,11 @@ class _Reader:
             )
         return label
 
-    def _store_row(self, line: str, where: str) -> tuple[int, str, str, str]:
-        """A format 3 ``[state stores]`` row: state, store, part, and the schema (the rest of
-        the line)."""
-        cells, rest = cells_and_rest(line, 3)
-        if len(cells) < 3 or cells[2] not in ("key", "value") or not rest:
-            raise DocumentError(
-                f"{where}: expected state, store, key or value, and a schema (or -)"
-            )
-        return int_cell(cells, 0, where), string_cell(cells, 1, where), cells[2], rest
-
     def _row(self, section: str | None, cells: Cells, where: str, number: int) -> None:
         if self.version >= 6 and section in (OPERATORS, STAGES, STATES, IDS):
             self._row_ids_once(section, cells, where, number)
         elif section == OPERATORS:
-            arity(cells, 7, where)
-            op = OperatorFingerprint(
-                node=int_cell(cells, 4, where),
-                name=string_cell(cells, 6, where),
-                operator_id=hex_cell(cells, 1, where),
-                user_operator_id=None if is_bare(cells, 2, NONE) else hex_cell(cells, 2, where),
-                uid=None if is_bare(cells, 5, NONE) else string_cell(cells, 5, where),
-                parallelism=int_cell(cells, 3, where),
-            )
-            self.ops.append((bare_cell(cells, 0, where), op))
+            self.ops.append(operator_row(cells, where))
         elif section == JOB:
             arity(cells, 2, where)
             key = cells[0]
@@ -283,29 +270,13 @@ class _Reader:
                 )
             )
         elif section == STATES and self.states is not None:
-            arity(cells, 4, where)
-            self.states.append(
-                StateOperator(
-                    int_cell(cells, 0, where),
-                    hex_cell(cells, 1, where),
-                    string_cell(cells, 3, where),
-                    string_cell(cells, 2, where),
-                )
-            )
+            self.states.append(state_row(cells, where))
         elif section == STORES:
-            arity(cells, 4, where)
-            self.stores.setdefault(int_cell(cells, 0, where), []).append(
-                StateStore(
-                    string_cell(cells, 1, where),
-                    None if is_bare(cells, 2, NONE) else string_cell(cells, 2, where),
-                    None if is_bare(cells, 3, NONE) else string_cell(cells, 3, where),
-                )
-            )
+            state, store = store_row(cells, where)
+            self.stores.setdefault(state, []).append(store)
         elif section == MEANING:
-            arity(cells, 3, where)
-            self.meaning.setdefault(int_cell(cells, 0, where), []).append(
-                (string_cell(cells, 1, where), string_cell(cells, 2, where))
-            )
+            state, fact = meaning_row(cells, where)
+            self.meaning.setdefault(state, []).append(fact)
         elif section == SETTINGS:
             arity(cells, 2, where)
             key, value = string_cell(cells, 0, where), string_cell(cells, 1, where)
@@ -358,15 +329,7 @@ class _Reader:
                 (label, "", int_cell(cells, 1, where), string_cell(cells, 2, where))
             )
         elif section == STATES and self.states is not None:
-            arity(cells, 3, where)
-            self.states.append(
-                StateOperator(
-                    int_cell(cells, 0, where),
-                    "",
-                    string_cell(cells, 2, where),
-                    string_cell(cells, 1, where),
-                )
-            )
+            self.states.append(state_row(cells, where, with_id=False))
         elif section == IDS:
             what = "" if cells.quoted[0] else cells[0]  # a line has a cell
             if what not in ("operators", "stages") or what in self.ids:
@@ -519,29 +482,6 @@ class _Reader:
         )
 
 
-def _plan_line(raw: str, above: str | None, where: str) -> str:
-    """A ``[plan]`` line read back: its indentation (two spaces a level, at most one level
-    deeper than the line above, none on the first) and its text, escapes decoded."""
-    text = raw.rstrip("\r")
-    content = text.lstrip(" ")
-    depth = len(text) - len(content)
-    deepest = 0 if above is None else len(above) - len(above.lstrip(" ")) + 2
-    if depth % 2 or depth > deepest:
-        raise DocumentError(
-            f"{where}: a [plan] line indented by {depth} spaces; expected an even number, "
-            f"at most {deepest}"
-        )
-    if content[:1].isspace():
-        raise DocumentError(f"{where}: a [plan] line indented with a tab or other white space")
-    try:
-        value = json.loads('"' + content.replace('"', '\\"') + '"')
-    except (json.JSONDecodeError, RecursionError):
-        raise DocumentError(f"{where}: malformed escape in the [plan] line") from None
-    if not isinstance(value, str) or SURROGATE.search(value):
-        raise DocumentError(f"{where}: malformed escape in the [plan] line")
-    return " " * depth + value
-
-
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
     """Whether the file at ``path`` is an ``.opid`` snapshot, by its first bytes. Only a
     regular file is opened (a FIFO without a writer would block ``open`` forever)."""
@@ -577,17 +517,7 @@ def _assemble(
                 "which the [job vertices] section does not list"
             )
         members[number].append(op)
-        operators.append(
-            OperatorFingerprint(
-                node=op.node,
-                name=op.name,
-                operator_id=op.operator_id,
-                user_operator_id=op.user_operator_id,
-                uid=op.uid,
-                parallelism=op.parallelism,
-                job_vertex=ids[number],
-            )
-        )
+        operators.append(op._replace(job_vertex=ids[number]))
     job_vertices = tuple(
         JobVertex(
             id=vid,
@@ -601,30 +531,3 @@ def _assemble(
         for number, vid, par, name in vertices
     )
     return Fingerprint(tuple(operators), job_vertices, None if states is None else tuple(states))
-
-
-def _store_schema(
-    schemas: dict[tuple[int, str], dict[str, str | None]],
-    where: str,
-    state: int,
-    store: str,
-    part: str,
-    cell: str,
-    *,
-    runs: bool = False,
-) -> None:
-    """One format 3 schema cell (``-``, a JSON-quoted schema or DDL) into ``schemas``."""
-    parts = schemas.setdefault((state, store), {})
-    if part in parts:
-        raise DocumentError(f"{where}: a second {part} schema for state {state}, store {store!r}")
-    if cell == NONE:
-        parts[part] = None
-    elif cell.startswith('"'):
-        quoted = cells(cell, where)
-        arity(quoted, 1, where)
-        parts[part] = string_cell(quoted, 0, where)
-    else:
-        try:
-            parts[part] = schema_json(cell, runs=runs)
-        except ValueError as exc:
-            raise DocumentError(f"{where}: malformed {part} schema: {exc}") from None
