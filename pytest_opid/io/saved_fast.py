@@ -15,7 +15,6 @@ from operator import itemgetter
 from typing import Any
 
 import msgspec
-from msgspec import Struct
 from msgspec.structs import astuple
 
 from pytest_opid.gc_pause import gc_paused
@@ -26,11 +25,6 @@ from pytest_opid.io.saved_form import (
     SAVED_VERSION,
     Kinds,
     SavedForm,
-    SavedMember,
-    SavedOperator,
-    SavedState,
-    SavedStore,
-    SavedVertex,
     is_engine_version,
 )
 
@@ -63,9 +57,10 @@ def _all_hex(ids: Any) -> bool:
     return joined.isascii() and not joined.encode("ascii").translate(None, _HEX_DIGITS)
 
 
-def _columns(rows: list[tuple[Any, ...]], struct: type[Struct]) -> list[tuple[Any, ...]]:
-    """``rows`` of ``struct`` as its columns (``zip`` in C), also where there are no rows."""
-    return list(zip(*rows, strict=True)) if rows else [()] * len(KEYS[struct])
+def _columns(rows: list[tuple[Any, ...]], keys: frozenset[str]) -> list[tuple[Any, ...]]:
+    """``rows`` of an object of ``keys`` as its columns (``zip`` in C), also where there are
+    no rows."""
+    return list(zip(*rows, strict=True)) if rows else [()] * len(keys)
 
 
 def _from_saved(saved: SavedForm, raw: bytes | str, omitted: int, kinds: Kinds) -> Any:
@@ -85,18 +80,18 @@ def _from_saved(saved: SavedForm, raw: bytes | str, omitted: int, kinds: Kinds) 
     members = list(map(astuple, chain.from_iterable(map(itemgetter(4), vertices))))
     states = list(map(astuple, saved.state_operators or ()))
     stores = list(map(astuple, chain.from_iterable(filter(None, map(itemgetter(4), states)))))
-    node, name, oid, user, uid, par, max_par, stateful = _columns(ops, SavedOperator)
-    ids, names, pars, max_pars, _, vertex_nodes = _columns(vertices, SavedVertex)
-    generated, user_defined = _columns(members, SavedMember)
+    node, name, oid, user, uid, par, max_par, stateful = _columns(ops, KEYS.operator)
+    ids, names, pars, max_pars, _, vertex_nodes = _columns(vertices, KEYS.vertex)
+    generated, user_defined = _columns(members, KEYS.member)
     # The keys the objects hold: each object's declared fields, less the defaults taken.
     held = (
-        (SavedOperator, ops),
-        (SavedVertex, vertices),
-        (SavedMember, members),
-        (SavedState, states),
-        (SavedStore, stores),
+        (KEYS.operator, ops),
+        (KEYS.vertex, vertices),
+        (KEYS.member, members),
+        (KEYS.state, states),
+        (KEYS.store, stores),
     )
-    keys = sum(len(KEYS[s]) * len(rows) for s, rows in held) + len(KEYS[SavedForm]) - omitted
+    keys = sum(len(k) * len(rows) for k, rows in held) + len(KEYS.fingerprint) - omitted
     strings = chain(
         name,
         uid,

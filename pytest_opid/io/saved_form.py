@@ -28,6 +28,7 @@ __all__ = [
     "UNVERSIONED",
     "Kinds",
     "SavedForm",
+    "SavedKeys",
     "SavedMember",
     "SavedOperator",
     "SavedState",
@@ -141,8 +142,20 @@ class SavedForm(Struct, forbid_unknown_fields=True, gc=False):
     settings: list[tuple[str, str]] = _default(())
 
 
-#: The keys each object of the saved form may hold, as its declaration lists them.
-KEYS: dict[type[Struct], frozenset[str]] = {
-    s: frozenset(s.__struct_fields__)
-    for s in (SavedOperator, SavedMember, SavedVertex, SavedStore, SavedState, SavedForm)
-}
+class SavedKeys(NamedTuple):
+    """The keys each object of the saved form may hold, as its declaration lists them."""
+
+    fingerprint: frozenset[str]
+    operator: frozenset[str]
+    member: frozenset[str]
+    vertex: frozenset[str]
+    state: frozenset[str]
+    store: frozenset[str]
+
+
+KEYS = SavedKeys(
+    *(
+        frozenset(s.__struct_fields__)
+        for s in (SavedForm, SavedOperator, SavedMember, SavedVertex, SavedState, SavedStore)
+    )
+)

@@ -12,23 +12,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from msgspec import Struct
-
 from pytest_opid.errors import DocumentError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import check_hex_id, describe_json, short
-from pytest_opid.io.saved_form import (
-    KEYS,
-    SAVED_VERSION,
-    Kinds,
-    SavedForm,
-    SavedMember,
-    SavedOperator,
-    SavedState,
-    SavedStore,
-    SavedVertex,
-    is_engine_version,
-)
+from pytest_opid.io.saved_form import KEYS, SAVED_VERSION, Kinds, is_engine_version
 
 __all__ = ["read"]
 
@@ -63,7 +50,7 @@ class _Reader:
         for key in ("operators", "job_vertices"):
             if key not in top:
                 raise DocumentError(f"missing key {key!r}")
-        self._known(top, KEYS[SavedForm], "")
+        self._known(top, KEYS.fingerprint, "")
         engine = self._str(top, "engine", "", default="")
         mode = self._str(top, "mode", "", default="streaming")
         engine_version = self._str(top, "engine_version", "", default=None)
@@ -159,7 +146,7 @@ class _Reader:
     def _operator(self, o: Any, i: int, vertex_of: Mapping[str, str]) -> Any:
         # The common case in one pass of cheap checks; anything unusual takes the slow path,
         # which names the field at fault.
-        if type(o) is dict and o.keys() <= KEYS[SavedOperator]:
+        if type(o) is dict and o.keys() <= KEYS.operator:
             node, name, oid = o.get("node"), o.get("name"), o.get("operator_id")
             user, uid = o.get("user_operator_id"), o.get("uid")
             par, max_par = o.get("parallelism", -1), o.get("max_parallelism", -1)
@@ -182,7 +169,7 @@ class _Reader:
 
     def _checked_operator(self, o: Any, i: int, vertex_of: Mapping[str, str]) -> Any:
         where = f"operators[{i}]"
-        obj = self._entry(o, where, SavedOperator)
+        obj = self._entry(o, where, KEYS.operator)
         operator_id = self._hex(obj, "operator_id", where)
         stateful = obj.get("stateful")
         if stateful is not None and type(stateful) is not bool:
@@ -203,7 +190,7 @@ class _Reader:
 
     def _vertex(self, v: Any, i: int) -> Any:
         where = f"job_vertices[{i}]"
-        obj = self._entry(v, where, SavedVertex)
+        obj = self._entry(v, where, KEYS.vertex)
         self._hex(obj, "id", where)
         members = []
         for k, o in enumerate(self._list(obj, "operators", where)):
@@ -217,7 +204,7 @@ class _Reader:
                     members.append(self.kinds.chained(generated, user))
                     continue
             at = f"{where}.operators[{k}]"
-            entry = self._entry(o, at, SavedMember)
+            entry = self._entry(o, at, KEYS.member)
             members.append(
                 self.kinds.chained(
                     self._hex(entry, "generated", at),
@@ -244,12 +231,12 @@ class _Reader:
 
     def _state(self, s: Any, i: int) -> Any:
         where = f"state_operators[{i}]"
-        obj = self._entry(s, where, SavedState)
+        obj = self._entry(s, where, KEYS.state)
         stores = []
         if obj.get("stores") is not None:
             for k, st in enumerate(self._list(obj, "stores", where)):
                 at = f"{where}.stores[{k}]"
-                entry = self._entry(st, at, SavedStore)
+                entry = self._entry(st, at, KEYS.store)
                 stores.append(
                     self.kinds.store(
                         self._str(entry, "name", at),
@@ -281,10 +268,10 @@ class _Reader:
 
     # -- typed fields --
 
-    def _entry(self, value: Any, where: str, struct: type[Struct]) -> Mapping[str, Any]:
-        """An object of the saved form holding only the keys ``struct`` declares."""
+    def _entry(self, value: Any, where: str, known: frozenset[str]) -> Mapping[str, Any]:
+        """An object of the saved form holding only the ``known`` keys its declaration lists."""
         obj = self._object(value, where)
-        self._known(obj, KEYS[struct], where)
+        self._known(obj, known, where)
         return obj
 
     @staticmethod
@@ -301,8 +288,7 @@ class _Reader:
 
     @staticmethod
     def _list(obj: Mapping[str, Any], key: str, where: str) -> Sequence[Any]:
-        if key not in obj:
-            raise DocumentError(f"{_at(where)}missing key {key!r}")
+        _absent(obj, key, where)
         value = obj[key]
         if not isinstance(value, list):
             raise DocumentError(f"{_at(where)}{key!r} must be a list, got {describe_json(value)}")
@@ -310,9 +296,7 @@ class _Reader:
 
     @staticmethod
     def _int(obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> int:
-        if key not in obj:
-            if default is _MISSING:
-                raise DocumentError(f"{_at(where)}missing key {key!r}")
+        if _absent(obj, key, where, default):
             return int(default)
         value = obj[key]
         if type(value) is not int or not -(2**31) <= value < 2**31:
@@ -321,9 +305,7 @@ class _Reader:
 
     @staticmethod
     def _str(obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> Any:
-        if key not in obj or (obj[key] is None and default is None):
-            if default is _MISSING:
-                raise DocumentError(f"{_at(where)}missing key {key!r}")
+        if _absent(obj, key, where, default, null_too=default is None):
             return default
         value = obj[key]
         if not isinstance(value, str):
@@ -332,10 +314,8 @@ class _Reader:
 
     @staticmethod
     def _hex(obj: Mapping[str, Any], key: str, where: str, optional: bool = False) -> Any:
-        if key not in obj or obj[key] is None:
-            if optional:
-                return None
-            raise DocumentError(f"{_at(where)}missing key {key!r}")
+        if _absent(obj, key, where, None if optional else _MISSING, null_too=True):
+            return None
         return check_hex_id(obj[key], f"{where}.{key}" if where else key)
 
 
@@ -348,3 +328,15 @@ def _is_int32(value: Any) -> bool:
 
 def _at(where: str) -> str:
     return f"{where}: " if where else ""
+
+
+def _absent(
+    obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING, null_too: bool = False
+) -> bool:
+    """Whether ``key`` is missing from ``obj`` (or null, where ``null_too``) and its
+    ``default`` stands in; missing without a default is the error naming the key."""
+    if key in obj and not (null_too and obj[key] is None):
+        return False
+    if default is _MISSING:
+        raise DocumentError(f"{_at(where)}missing key {key!r}")
+    return True
