@@ -9,8 +9,8 @@ cheap tests; anything unusual takes the field-by-field path that names the field
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.gc_pause import gc_paused
@@ -288,29 +288,17 @@ class _Reader:
 
     @staticmethod
     def _list(obj: Mapping[str, Any], key: str, where: str) -> Sequence[Any]:
-        _absent(obj, key, where)
-        value = obj[key]
-        if not isinstance(value, list):
-            raise DocumentError(f"{_at(where)}{key!r} must be a list, got {describe_json(value)}")
+        value: Sequence[Any] = _field(obj, key, where, _MISSING, _LIST)
         return value
 
     @staticmethod
     def _int(obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> int:
-        if _absent(obj, key, where, default):
-            return int(default)
-        value = obj[key]
-        if type(value) is not int or not -(2**31) <= value < 2**31:
-            raise DocumentError(f"{_at(where)}{key!r} must be a 32-bit integer, got {short(value)}")
+        value: int = _field(obj, key, where, default, _INT32)
         return value
 
     @staticmethod
     def _str(obj: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> Any:
-        if _absent(obj, key, where, default, null_too=default is None):
-            return default
-        value = obj[key]
-        if not isinstance(value, str):
-            raise DocumentError(f"{_at(where)}{key!r} must be a string, got {describe_json(value)}")
-        return value
+        return _field(obj, key, where, default, _STR)
 
     @staticmethod
     def _hex(obj: Mapping[str, Any], key: str, where: str, optional: bool = False) -> Any:
@@ -340,3 +328,29 @@ def _absent(
     if default is _MISSING:
         raise DocumentError(f"{_at(where)}missing key {key!r}")
     return True
+
+
+class _Expected(NamedTuple):
+    """What a field must hold: the test, its words, and how the wrong value is shown."""
+
+    accepts: Callable[[Any], bool]
+    what: str
+    shown: Callable[[Any], str]
+
+
+_LIST = _Expected(lambda value: isinstance(value, list), "a list", describe_json)
+_INT32 = _Expected(_is_int32, "a 32-bit integer", short)
+_STR = _Expected(lambda value: isinstance(value, str), "a string", describe_json)
+
+
+def _field(obj: Mapping[str, Any], key: str, where: str, default: Any, expected: _Expected) -> Any:
+    """The value under ``key`` where it is what is ``expected``; ``default`` where it is absent
+    (or null, where the default is ``None``: see :func:`_absent`)."""
+    if _absent(obj, key, where, default, null_too=default is None):
+        return default
+    value = obj[key]
+    if not expected.accepts(value):
+        raise DocumentError(
+            f"{_at(where)}{key!r} must be {expected.what}, got {expected.shown(value)}"
+        )
+    return value
