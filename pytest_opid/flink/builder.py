@@ -48,24 +48,29 @@ assignment as coordinator state and its readers' splits as operator state; ``red
 Everything else (maps, filters, legacy sources, non-keyed and two-input functions, sinks, whose
 writers keep state only for some connectors) is unknown, which a restore check counts as
 stateful; ``set_stateful(True/False)`` says it for one operator.
+
+What the calls record, and how it becomes a StreamGraph, is
+:mod:`pytest_opid.flink.transformations`'s; this module is the API.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from pytest_opid.errors import TopologyError
-from pytest_opid.model import (
-    ChainingStrategy,
-    Edge,
-    Operator,
-    Partitioner,
-    RuntimeMode,
-    SourceKind,
-    Topology,
+from pytest_opid.flink.transformations import (
+    LEGACY_SINK,
+    LEGACY_SOURCE,
+    OPERATOR,
+    SOURCE,
+    WRITER,
+    Input,
+    Transformation,
+    TransformationGraph,
+    check_name,
+    is_int,
 )
+from pytest_opid.model import ChainingStrategy, Partitioner, RuntimeMode, Topology
 
 __all__ = [
     "ConnectedStreams",
@@ -77,70 +82,6 @@ __all__ = [
 
 _UID_HASH = re.compile(r"[0-9A-Fa-f]{32}")
 _MAX_PARALLELISM_LIMIT = 1 << 15  # Flink's UPPER_BOUND_MAX_PARALLELISM
-
-# How a node's Flink name derives from its transformation name, by kind.
-_SOURCE, _LEGACY_SOURCE, _OPERATOR, _LEGACY_SINK, _WRITER = (
-    "source",
-    "legacy source",
-    "operator",
-    "legacy sink",
-    "sink",
-)
-
-
-@dataclass
-class _Node:
-    """A physical transformation while the program is being built (mutable on purpose)."""
-
-    id: int
-    kind: str
-    name: str
-    parallelism: int
-    max_parallelism: int = -1
-    slot_sharing_group: str | None = None  # None: inherit (Flink's determineSlotSharingGroup)
-    chaining_strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS
-    uid: str | None = None
-    uid_hash: str | None = None
-    two_input: bool = False
-    parallelism_configured: bool = False
-    stateful: bool | None = None  # None: unknown
-
-    @property
-    def flink_name(self) -> str:
-        if self.kind in (_SOURCE, _LEGACY_SOURCE):
-            return f"Source: {self.name}"
-        if self.kind == _LEGACY_SINK:
-            return f"Sink: {self.name}"
-        if self.kind == _WRITER:
-            return f"{self.name}: Writer"
-        return self.name
-
-    def describe(self) -> str:
-        return f"{self.flink_name!r} (node {self.id})"
-
-
-@dataclass(frozen=True)
-class _Input:
-    """One upstream operator as a consumer will see it: which node, and the partitioner the
-    program asked for on the way (None: Flink's default, decided in ``to_topology``)."""
-
-    node: int
-    partitioner: Partitioner | None = None
-
-
-@dataclass(frozen=True)
-class _Link:
-    source: int
-    target: int
-    partitioner: Partitioner | None
-    type_number: int
-
-
-@dataclass
-class _Graph:
-    nodes: dict[int, _Node] = field(default_factory=dict)
-    links: list[_Link] = field(default_factory=list)
-    uids: dict[str, int] = field(default_factory=dict)
 
 
 class StreamEnvironment:
@@ -160,8 +101,7 @@ class StreamEnvironment:
         chain_different_max_parallelism: bool = True,
         runtime_mode: RuntimeMode | str = RuntimeMode.STREAMING,
     ) -> None:
-        self._graph = _Graph()
-        self._counter = 0
+        self._graph = TransformationGraph()
         self.parallelism = _check_env_parallelism(parallelism)
         self.chaining_enabled = _check_flag(chaining, "chaining")
         self.chain_different_max_parallelism = _check_flag(
@@ -195,109 +135,32 @@ class StreamEnvironment:
 
     def source(self, name: str) -> Stream:
         """A FLIP-27 source (``env.fromSource(..., name)``), node name ``"Source: <name>"``."""
-        node = self._add_node(_SOURCE, name, ChainingStrategy.ALWAYS)
+        node = self._add_node(SOURCE, name, ChainingStrategy.ALWAYS)
         node.stateful = True  # split enumerator (coordinator) and reader state, always
-        return Stream(self, (_Input(node.id),), node.id)
+        return Stream(self, (Input(node.id),), node.id)
 
     def legacy_source(self, name: str = "Custom Source") -> Stream:
         """A legacy ``SourceFunction`` source (``env.addSource``), chaining strategy HEAD."""
-        node = self._add_node(_LEGACY_SOURCE, name, ChainingStrategy.HEAD)
-        return Stream(self, (_Input(node.id),), node.id)
+        node = self._add_node(LEGACY_SOURCE, name, ChainingStrategy.HEAD)
+        return Stream(self, (Input(node.id),), node.id)
 
     # -- the result ------------------------------------------------------------------------
 
     def to_topology(self) -> Topology:
         """The StreamGraph of everything built in this environment so far."""
-        graph = self._graph
-        consumed = {link.source for link in graph.links}
-        nodes = [
-            n
-            for n in graph.nodes.values()
-            if n.kind not in (_SOURCE, _LEGACY_SOURCE) or n.id in consumed
-        ]
-        if not nodes:
-            raise TopologyError(
-                "the job has no operators (Flink keeps a source only when something consumes it)"
-            )
-        parallelism = {n.id: self._resolved_parallelism(n) for n in nodes}
-        inputs: dict[int, list[int]] = {}
-        for link in graph.links:
-            inputs.setdefault(link.target, []).append(link.source)
-        groups: dict[int, str] = {}
-        for n in nodes:  # creation order: inputs always come first
-            groups[n.id] = _slot_sharing_group(n, [groups[i] for i in inputs.get(n.id, ())])
-        edges = [self._edge(link, parallelism) for link in graph.links]
-        operators = [
-            Operator(
-                id=n.id,
-                name=n.flink_name,
-                parallelism=parallelism[n.id],
-                max_parallelism=n.max_parallelism,
-                slot_sharing_group=groups[n.id],
-                chaining_strategy=n.chaining_strategy,
-                uid=n.uid,
-                uid_hash=n.uid_hash,
-                source={_SOURCE: SourceKind.NEW, _LEGACY_SOURCE: SourceKind.LEGACY}.get(n.kind),
-                yielding=n.kind == _WRITER,
-                parallelism_configured=n.parallelism_configured,
-                stateful=n.stateful,
-            )
-            for n in nodes
-        ]
-        return Topology(
-            operators,
-            edges,
+        return self._graph.to_topology(
+            self.parallelism,
             chaining_enabled=self.chaining_enabled,
             chain_different_max_parallelism=self.chain_different_max_parallelism,
             runtime_mode=self.runtime_mode,
         )
 
-    # -- internals -------------------------------------------------------------------------
-
-    def _next_id(self) -> int:
-        self._counter += 1
-        return self._counter
-
     def _add_node(
-        self,
-        kind: str,
-        name: str,
-        strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS,
-        parallelism: int | None = None,
-    ) -> _Node:
-        _check_name(name)
-        node = _Node(
-            id=self._next_id(),
-            kind=kind,
-            name=name,
-            parallelism=self.parallelism if parallelism is None else parallelism,
-            chaining_strategy=strategy,
-        )
-        self._graph.nodes[node.id] = node
-        return node
-
-    def _link(self, inputs: Iterable[_Input], target: int, type_number: int) -> None:
-        links = self._graph.links
-        for i in inputs:
-            links.append(_Link(i.node, target, i.partitioner, type_number))
-
-    def _resolved_parallelism(self, node: _Node) -> int:
-        return node.parallelism if node.parallelism != -1 else self.parallelism
-
-    def _edge(self, link: _Link, parallelism: dict[int, int]) -> Edge:
-        up, down = parallelism[link.source], parallelism[link.target]
-        partitioner = link.partitioner
-        if partitioner is None:
-            partitioner = Partitioner.FORWARD if up == down else Partitioner.REBALANCE
-        elif partitioner is Partitioner.FORWARD and up != down:
-            nodes = self._graph.nodes
-            raise TopologyError(
-                f"forward() between {nodes[link.source].describe()} with parallelism {up} and "
-                f"{nodes[link.target].describe()} with parallelism {down}: forward partitioning "
-                "does not allow a change of parallelism (use rebalance(), rescale(), shuffle(), "
-                "broadcast() or global_())"
-            )
-        return Edge(link.source, link.target, partitioner, link.type_number)
+        self, kind: str, name: str, strategy: ChainingStrategy | None = ChainingStrategy.ALWAYS
+    ) -> Transformation:
+        """A transformation at the environment's parallelism as it is now (Flink reads it when
+        the transformation is created)."""
+        return self._graph.add_node(kind, name, strategy, self.parallelism)
 
 
 class Stream:
@@ -307,7 +170,7 @@ class Stream:
     def __init__(
         self,
         env: StreamEnvironment,
-        inputs: tuple[_Input, ...],
+        inputs: tuple[Input, ...],
         node: int | None,
         *,
         what: str = "",
@@ -370,10 +233,10 @@ class Stream:
 
     def _one_input(self, name: str, stateful: bool | None = None) -> Stream:
         self._check_has_output("add an operator to")
-        node = self._env._add_node(_OPERATOR, name)
+        node = self._env._add_node(OPERATOR, name)
         node.stateful = stateful
-        self._env._link(self._inputs, node.id, 0)
-        return Stream(self._env, (_Input(node.id),), node.id)
+        self._env._graph.link(self._inputs, node.id, 0)
+        return Stream(self._env, (Input(node.id),), node.id)
 
     # -- partitioning ----------------------------------------------------------------------
 
@@ -405,8 +268,8 @@ class Stream:
         # Flink's PartitionTransformation: a virtual node with an id of its own. The partitioner
         # nearest to the consumer wins, for every upstream operator (also through a union).
         self._check_has_output(what)
-        self._env._next_id()
-        inputs = tuple(_Input(i.node, partitioner) for i in self._inputs)
+        self._env._graph.next_id()
+        inputs = tuple(Input(i.node, partitioner) for i in self._inputs)
         return Stream(self._env, inputs, None, what=f"{self._label()}.{what}", keyed=keyed)
 
     # -- several inputs --------------------------------------------------------------------
@@ -419,7 +282,7 @@ class Stream:
             self._check_same_env(other, "union()")
             other._check_has_output("union()")
             inputs.extend(other._inputs)
-        self._env._next_id()  # UnionTransformation
+        self._env._graph.next_id()  # UnionTransformation
         return Stream(self._env, tuple(inputs), None, what=f"{self._label()}.union(...)")
 
     def connect(self, other: Stream) -> ConnectedStreams:
@@ -431,27 +294,27 @@ class Stream:
 
     def side_output(self, name: str) -> Stream:
         """``getSideOutput(tag)``: records of this operator's side output ``name``."""
-        _check_name(name, "side output name")
+        check_name(name, "side output name")
         node = self._node("take a side output of")
-        if node.kind in (_LEGACY_SINK, _WRITER):
+        if node.kind in (LEGACY_SINK, WRITER):
             raise TopologyError(f"{node.describe()} is a sink; it has no side outputs")
-        self._env._next_id()  # SideOutputTransformation
-        return Stream(self._env, (_Input(node.id),), None, what=f"{self._label()}.side_output")
+        self._env._graph.next_id()  # SideOutputTransformation
+        return Stream(self._env, (Input(node.id),), None, what=f"{self._label()}.side_output")
 
     # -- sinks -----------------------------------------------------------------------------
 
     def sink(self, name: str = "Sink") -> Stream:
         """Flink 2's ``sinkTo``: a writer node named ``"<name>: Writer"`` (yielding)."""
         self._check_has_output("add a sink to")
-        node = self._env._add_node(_WRITER, name)
-        self._env._link(self._inputs, node.id, 0)
+        node = self._env._add_node(WRITER, name)
+        self._env._graph.link(self._inputs, node.id, 0)
         return Stream(self._env, (), node.id)
 
     def add_sink(self, name: str = "Unnamed") -> Stream:
         """A legacy ``SinkFunction`` sink (``addSink``), named ``"Sink: <name>"``."""
         self._check_has_output("add a sink to")
-        node = self._env._add_node(_LEGACY_SINK, name)
-        self._env._link(self._inputs, node.id, 0)
+        node = self._env._add_node(LEGACY_SINK, name)
+        self._env._graph.link(self._inputs, node.id, 0)
         return Stream(self._env, (), node.id)
 
     def print(self) -> Stream:
@@ -465,7 +328,7 @@ class Stream:
     def name(self, name: str) -> Stream:
         """The transformation's name (a source shows as ``"Source: <name>"``, a sink's writer
         as ``"<name>: Writer"``, as in Flink)."""
-        _check_name(name)
+        check_name(name)
         self._node("name").name = name
         return self
 
@@ -498,7 +361,7 @@ class Stream:
 
     def set_parallelism(self, parallelism: int) -> Stream:
         node = self._node("set the parallelism of")
-        if not _is_int(parallelism) or parallelism <= 0:
+        if not is_int(parallelism) or parallelism <= 0:
             raise TopologyError(
                 f"parallelism of {node.describe()} must be a positive integer, got {parallelism!r}"
             )
@@ -520,7 +383,7 @@ class Stream:
     def set_max_parallelism(self, max_parallelism: int) -> Stream:
         node = self._node("set the max parallelism of")
         if (
-            not _is_int(max_parallelism)
+            not is_int(max_parallelism)
             or max_parallelism <= 0
             or max_parallelism > _MAX_PARALLELISM_LIMIT
         ):
@@ -532,7 +395,7 @@ class Stream:
         return self
 
     def slot_sharing_group(self, name: str) -> Stream:
-        _check_name(name, "slot sharing group")
+        check_name(name, "slot sharing group")
         self._node("set the slot sharing group of").slot_sharing_group = name
         return self
 
@@ -558,7 +421,7 @@ class Stream:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _node(self, action: str = "configure") -> _Node:
+    def _node(self, action: str = "configure") -> Transformation:
         if self._node_id is None:
             raise TopologyError(
                 f"cannot {action} {self._what}: it is not an operator (settings apply to the "
@@ -605,11 +468,11 @@ class ConnectedStreams:
 
     def _two_input(self, name: str) -> Stream:
         env = self._first._env
-        node = env._add_node(_OPERATOR, name)
+        node = env._add_node(OPERATOR, name)
         node.two_input = True
-        env._link(self._first._inputs, node.id, 1)
-        env._link(self._second._inputs, node.id, 2)
-        return Stream(env, (_Input(node.id),), node.id)
+        env._graph.link(self._first._inputs, node.id, 1)
+        env._graph.link(self._second._inputs, node.id, 2)
+        return Stream(env, (Input(node.id),), node.id)
 
 
 def source(name: str, *, env: StreamEnvironment | None = None) -> Stream:
@@ -623,23 +486,6 @@ def legacy_source(name: str = "Custom Source", *, env: StreamEnvironment | None 
 
 
 # -- validation helpers -------------------------------------------------------------------------
-
-
-def _slot_sharing_group(node: _Node, input_groups: list[str]) -> str:
-    if node.slot_sharing_group is not None:
-        return node.slot_sharing_group
-    if input_groups and all(g == input_groups[0] for g in input_groups):
-        return input_groups[0]
-    return "default"
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_name(name: object, what: str = "operator name") -> None:
-    if not isinstance(name, str):
-        raise TopologyError(f"{what} must be a string, got {name!r}")
 
 
 def _check_flag(value: object, what: str) -> bool:
@@ -658,7 +504,7 @@ def _check_runtime_mode(mode: object) -> RuntimeMode:
 
 
 def _check_env_parallelism(parallelism: object) -> int:
-    if not _is_int(parallelism) or (parallelism <= 0 and parallelism != -1):  # type: ignore[operator]
+    if not is_int(parallelism) or (parallelism <= 0 and parallelism != -1):  # type: ignore[operator]
         raise TopologyError(
             f"environment parallelism must be a positive integer or -1, got {parallelism!r}"
         )
