@@ -22,7 +22,8 @@ name restores that succeed but hand a stateful operator's state to another opera
 Flink stores state under the *generated* OperatorID even where ``setUidHash`` is set (the
 user-defined ID only maps old state on restore), so an old fingerprint's state is looked up by
 its ``operator_id``. What the check reads (the old states, the new job's vertices as the
-scheduler sees them, Flink's default max parallelism) is :mod:`pytest_opid.flink.restore_states`'s.
+scheduler sees them, Flink's default max parallelism) is :mod:`pytest_opid.flink.restore_states`'s;
+what each finding says, :mod:`pytest_opid.flink.restore_messages`'s.
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ from operator import eq, getitem, is_not, itemgetter, lt, not_
 from typing import cast
 
 from pytest_opid.comparison import Comparison, compare
+from pytest_opid.flink.restore_messages import (
+    bound_problem,
+    max_parallelism_problem,
+    misplaced_warning,
+    shadowed_warning,
+    skipped_warning,
+    unmapped_problem,
+)
 from pytest_opid.flink.restore_states import (
     OPERATOR_ID,
     STATE_MAX,
@@ -66,10 +75,6 @@ __all__ = [
 
 
 ENGINE = "flink"
-
-_IGNORE_UNCLAIMED = (
-    "--allowNonRestoredState (execution.state-recovery.ignore-unclaimed-state: true)"
-)
 
 #: An operator's generated ID (``False``) or user-defined ID (``True``): ``ChainedOperator[b]``.
 _PICK = cast(Callable[[ChainedOperator, bool], str], getitem)
@@ -110,7 +115,7 @@ def check_fingerprint(
     warnings = list(result.warnings)
     for o, receiver, own in (comparison or compare(old, new)).misplaced:
         if o.stateful is not False:
-            warnings.append(check.misplaced_warning(o.operator_id, o.name, o.uid, receiver, own))
+            warnings.append(misplaced_warning(o.operator_id, o.name, o.uid, receiver, own))
     return RestoreCheck(ENGINE, result.restorable, result.problems, tuple(warnings))
 
 
@@ -168,27 +173,28 @@ class _Check:
             remaining: dict[str, OldState] = {}
             via_user_id: set[str] = set()
             bound: list[tuple[OldState, ScheduledVertex]] = []
-            mapped_vertex: dict[str, int] = {}
         else:
             ids = list(compress(self.states.ids, ok))
             states = map(self.states.__getitem__, compress(range(len(ok)), ok))
             mapped = dict(zip(ids, states, strict=True))
-            mapped_vertex = dict(zip(ids, compress(at, ok), strict=True))
             remaining, via_user_id, bound = self._assign(mapped)
         problems: list[RestoreProblem] = []
         warnings: list[RestoreProblem] = []
         claimed: set[int] = set()
         for _, state, index in first:
             if index >= 0:
-                problems.append(self.max_parallelism_problem(state, self.vertices[index]))
-            elif self.allow:
-                warnings.append(self.skipped_warning(state, claimed))
+                problems.append(max_parallelism_problem(state, self.vertices[index], self.by_id))
+                continue
+            candidate = self.candidate(state, claimed)
+            if self.allow:
+                warnings.append(skipped_warning(state, candidate, self.from_fingerprint))
             else:
-                problems.append(self.unmapped_problem(state, claimed))
-        problems += [self.bound_problem(s, v) for s, v in bound]
+                problems.append(unmapped_problem(state, candidate, self.from_fingerprint))
+        problems += [bound_problem(s, v, self.receivers.get(s.operator_id)) for s, v in bound]
         for state in remaining.values():  # mapped, but an operator took its user-defined ID
             if state.holds_state:
-                warnings.append(self.shadowed_warning(state, mapped_vertex[state.operator_id]))
+                op = self.by_id.get(state.operator_id)
+                warnings.append(shadowed_warning(state, op, self.from_fingerprint))
         if not self.from_fingerprint:
             warnings += self.misplaced_warnings(via_user_id)
         return RestoreCheck(ENGINE, not problems, tuple(problems), tuple(warnings))
@@ -401,144 +407,6 @@ class _Check:
                 return found[0]
         return None
 
-    # -- messages ----------------------------------------------------------------------------
-
-    def describe(self, state: OldState) -> str:
-        if state.name is None and state.uid is None:
-            return f"operator {state.operator_id}"
-        name = quote(state.name) if state.name is not None else "an unnamed operator"
-        uid = f" (uid {quote(state.uid)})" if state.uid is not None else ""
-        return f"{name}{uid}"
-
-    def holds(self, state: OldState) -> str:
-        if state.kinds:
-            return ", ".join(state.kinds)
-        if self.from_fingerprint:
-            return (
-                "state, as far as the snapshot tells (not marked stateless)"
-                if state.unknown
-                else "state (marked stateful)"
-            )
-        return "state"
-
-    def unmapped_problem(self, state: OldState, claimed: set[int]) -> RestoreProblem:
-        sid = state.operator_id
-        lines = [
-            f"{self.describe(state)} left {self.holds(state)} under {sid}, and no operator "
-            "of the new job has this ID (generated, or given to setUidHash). Flink refuses "
-            f'the restore: "Cannot map checkpoint/savepoint state for operator {sid} to the '
-            'new program, because the operator is not available in the new program."',
-            "Fix:",
-        ]
-        candidate = self.candidate(state, claimed)
-        if candidate is not None:
-            lines.append(
-                f"  - give it back to {quote(candidate.name)} (node {candidate.node}): "
-                f'.setUidHash("{sid}")'
-                + ("" if candidate.uid else ', and pin it for later changes with .uid("...")')
-            )
-        else:
-            lines.append(
-                f'  - if the operator is still in the job: .setUidHash("{sid}") on it (and '
-                '.uid("...") to pin it for later changes)'
-            )
-        lines.append(
-            f"  - if it was removed on purpose: restore with {_IGNORE_UNCLAIMED}; its state "
-            "is dropped"
-        )
-        return RestoreProblem(
-            "unmapped_state", "\n".join(lines), state_id=sid, operator_id=None, name=state.name
-        )
-
-    def max_parallelism_problem(self, state: OldState, vertex: ScheduledVertex) -> RestoreProblem:
-        sid = state.operator_id
-        head = self.by_id.get(vertex.vertex.id)
-        receiver = self.by_id.get(sid) or next(
-            (
-                self.by_id[o.generated]
-                for o in vertex.vertex.operators
-                if o.user_defined == sid and o.generated in self.by_id
-            ),
-            None,
-        )
-        head_name = quote(head.name) if head is not None else quote(vertex.vertex.name)
-        lines = [
-            f"{self.describe(state)} left state under {sid} with max parallelism "
-            f"{state.max_parallelism}, but its new job vertex "
-            f"{quote(vertex.vertex.name)} sets max parallelism {vertex.max_parallelism}; Flink "
-            "adopts the savepoint's only where the program sets none. Flink refuses the "
-            'restore: "Max parallelism mismatch between checkpoint/savepoint state and new '
-            f"program. Cannot map operator {sid} with max parallelism {state.max_parallelism} "
-            f'to new program with max parallelism {vertex.max_parallelism}."',
-            "Fix:",
-            f"  - .setMaxParallelism({state.max_parallelism}) on {head_name} (the job vertex "
-            "takes its first operator's), or remove the setMaxParallelism call so that Flink "
-            "adopts the savepoint's",
-        ]
-        return RestoreProblem(
-            "max_parallelism",
-            "\n".join(lines),
-            state_id=sid,
-            operator_id=receiver.operator_id if receiver is not None else None,
-            name=state.name,
-        )
-
-    def bound_problem(self, state: OldState, vertex: ScheduledVertex) -> RestoreProblem:
-        sid = state.operator_id
-        receiver = self.receivers.get(sid)
-        lines = [
-            f"{self.describe(state)} left state under {sid} with max parallelism "
-            f"{state.max_parallelism}, which cannot be spread over the {vertex.parallelism} "
-            f"subtasks of its new job vertex {quote(vertex.vertex.name)}. Flink refuses the "
-            f'restore: "The state for task {vertex.vertex.id} can not be restored. The maximum '
-            f"parallelism ({state.max_parallelism}) of the restored state is lower than the "
-            f'configured parallelism ({vertex.parallelism})."',
-            "Fix:",
-            f"  - .setParallelism(n) with n <= {state.max_parallelism} on the operators of "
-            f"{quote(vertex.vertex.name)}",
-        ]
-        return RestoreProblem(
-            "max_parallelism",
-            "\n".join(lines),
-            state_id=sid,
-            operator_id=receiver.operator_id if receiver is not None else None,
-            name=state.name,
-        )
-
-    def skipped_warning(self, state: OldState, claimed: set[int]) -> RestoreProblem:
-        sid = state.operator_id
-        candidate = self.candidate(state, claimed)
-        fix = (
-            f'.setUidHash("{sid}") on {quote(candidate.name)} (node {candidate.node})'
-            if candidate is not None
-            else f'.setUidHash("{sid}") on the operator that should keep it'
-        )
-        message = (
-            f"{self.describe(state)} left {self.holds(state)} under {sid}, which no operator "
-            'of the new job has. With --allowNonRestoredState Flink starts anyway ("Skipping '
-            f'savepoint state for operator {sid}.") and this state is lost. '
-            f"To keep it: {fix}."
-        )
-        return RestoreProblem("state_skipped", message, state_id=sid, name=state.name)
-
-    def shadowed_warning(self, state: OldState, index: int) -> RestoreProblem:
-        sid = state.operator_id
-        op = self.by_id.get(sid)
-        who = f"{quote(op.name)} (node {op.node})" if op is not None else "its operator"
-        message = (
-            f"{self.describe(state)} left {self.holds(state)} under {sid}. {who} has that ID "
-            "but restores from its setUidHash ID instead, which the savepoint also holds, so "
-            "Flink silently ignores the state under its generated ID. Remove the setUidHash "
-            "call if this state is the one to keep."
-        )
-        return RestoreProblem(
-            "state_skipped",
-            message,
-            state_id=sid,
-            operator_id=op.operator_id if op is not None else None,
-            name=state.name,
-        )
-
     def misplaced_warnings(self, via_user_id: set[str]) -> list[RestoreProblem]:
         """A stateful operator's state restored into a differently named operator that took
         over its ID, while an operator with the old name (and uid) gets none: what inserting
@@ -562,38 +430,9 @@ class _Check:
             if at is not None:
                 own = candidates.pop(at)
                 out.append(
-                    self.misplaced_warning(sid, state.name, state.uid, receiver, own, state.kinds)
+                    misplaced_warning(sid, state.name, state.uid, receiver, own, state.kinds)
                 )
         return out
-
-    def misplaced_warning(
-        self,
-        sid: str,
-        name: str,
-        uid: str | None,
-        receiver: OperatorFingerprint,
-        own: OperatorFingerprint,
-        kinds: tuple[str, ...] = (),
-    ) -> RestoreProblem:
-        old = OldState(sid, name, uid, -1, True, True, kinds)
-        what = ", ".join(kinds) if kinds else "state"
-        message = (
-            f"{self.describe(old)}'s {what} ({sid}) goes to {quote(receiver.name)} (node "
-            f"{receiver.node}), which took over that ID, while {quote(own.name)} (node "
-            f"{own.node}) starts empty under {own.operator_id}. Flink restores by ID, not by "
-            "name: the restore succeeds with the state in the wrong operator (it may fail "
-            "later, or compute with foreign state).\n"
-            "Fix:\n"
-            f'  - .setUidHash("{sid}") on {quote(own.name)} (node {own.node}), and .uid("...") '
-            f"on {quote(receiver.name)} (node {receiver.node}) so that it stops taking the ID"
-        )
-        return RestoreProblem(
-            "state_into_other_operator",
-            message,
-            state_id=sid,
-            operator_id=receiver.operator_id,
-            name=name,
-        )
 
 
 # -- pinning -----------------------------------------------------------------------------------
