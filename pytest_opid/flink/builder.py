@@ -148,8 +148,10 @@ class StreamEnvironment:
 
     def to_topology(self) -> Topology:
         """The StreamGraph of everything built in this environment so far."""
-        return self._graph.to_topology(
-            self.parallelism,
+        operators, edges = self._graph.stream_graph(self.parallelism)
+        return Topology(
+            operators,
+            edges,
             chaining_enabled=self.chaining_enabled,
             chain_different_max_parallelism=self.chain_different_max_parallelism,
             runtime_mode=self.runtime_mode,

@@ -2,10 +2,11 @@
 
 :mod:`pytest_opid.flink.builder` is the face that reads like the DataStream API; this module holds
 the program it records (Flink's physical transformations with their settings, the links between
-them in creation order, the id counter, the uids taken) and turns it into a :class:`Topology` as
-Flink 2.3's ``StreamGraphGenerator`` builds its StreamGraph: unset parallelism resolved, an edge's
-default partitioner chosen, slot sharing groups inherited, unconsumed sources left out. Kept apart
-so that the face holds only the API it mirrors.
+them in creation order, the id counter, the uids taken) and turns it into the operators and edges
+of a :class:`~pytest_opid.model.Topology` as Flink 2.3's ``StreamGraphGenerator`` builds its
+StreamGraph: unset parallelism resolved, an edge's default partitioner chosen, slot sharing groups
+inherited, unconsumed sources left out. Kept apart so that the face holds only the API it mirrors
+and the job-wide options.
 """
 
 from __future__ import annotations
@@ -14,15 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pytest_opid.errors import TopologyError
-from pytest_opid.model import (
-    ChainingStrategy,
-    Edge,
-    Operator,
-    Partitioner,
-    RuntimeMode,
-    SourceKind,
-    Topology,
-)
+from pytest_opid.model import ChainingStrategy, Edge, Operator, Partitioner, SourceKind
 
 __all__ = [
     "LEGACY_SINK",
@@ -81,7 +74,7 @@ class Transformation:
 @dataclass(frozen=True)
 class Input:
     """One upstream operator as a consumer will see it: which node, and the partitioner the
-    program asked for on the way (None: Flink's default, decided in ``to_topology``)."""
+    program asked for on the way (None: Flink's default, decided in ``stream_graph``)."""
 
     node: int
     partitioner: Partitioner | None = None
@@ -129,16 +122,10 @@ class TransformationGraph:
         for i in inputs:
             links.append(_Link(i.node, target, i.partitioner, type_number))
 
-    def to_topology(
-        self,
-        parallelism: int,
-        *,
-        chaining_enabled: bool,
-        chain_different_max_parallelism: bool,
-        runtime_mode: RuntimeMode,
-    ) -> Topology:
-        """The StreamGraph of everything recorded so far; ``parallelism`` (the environment's)
-        stands in for every unset one, as Flink resolves it when it builds the StreamGraph."""
+    def stream_graph(self, parallelism: int) -> tuple[list[Operator], list[Edge]]:
+        """The StreamGraph's operators and edges of everything recorded so far; ``parallelism``
+        (the environment's) stands in for every unset one, as Flink resolves it when it builds
+        the StreamGraph."""
         consumed = {link.source for link in self.links}
         nodes = [
             n
@@ -174,13 +161,7 @@ class TransformationGraph:
             )
             for n in nodes
         ]
-        return Topology(
-            operators,
-            edges,
-            chaining_enabled=chaining_enabled,
-            chain_different_max_parallelism=chain_different_max_parallelism,
-            runtime_mode=runtime_mode,
-        )
+        return operators, edges
 
     def _edge(self, link: _Link, parallelism: dict[int, int]) -> Edge:
         up, down = parallelism[link.source], parallelism[link.target]
