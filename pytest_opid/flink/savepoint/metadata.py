@@ -49,6 +49,18 @@ _KIND_NAMES = (
     (_RESULT_SUBPARTITION, "result_subpartition"),
 )
 
+#: ``deserializeSubtaskState`` reads them in this order: each kind's part (for messages) and bit;
+#: a channel state's side (input channel: True, result subpartition: False).
+_OPERATOR_PARTS = (
+    ("managed operator state", _MANAGED_OPERATOR),
+    ("raw operator state", _RAW_OPERATOR),
+)
+_KEYED_PARTS = (("managed keyed state", _MANAGED_KEYED), ("raw keyed state", _RAW_KEYED))
+_CHANNEL_PARTS = (
+    ("input channel state", _INPUT_CHANNEL, True),
+    ("result subpartition state", _RESULT_SUBPARTITION, False),
+)
+
 
 def _kind_names(mask: int) -> tuple[str, ...]:
     return tuple(sorted(name for bit, name in _KIND_NAMES if mask & bit))
@@ -247,42 +259,27 @@ class MetadataReader(StateHandleReader, ObjectStreamReader):
         (as bits) and their size. Null keyed handles, the common case, take a shortcut."""
         mask = 0
         size = 0
-        self.part = "managed operator state"
-        if self.presence_flag():
-            size += self.flagged_operator_handle()
-            mask = _MANAGED_OPERATOR
-        self.part = "raw operator state"
-        if self.presence_flag():
-            size += self.flagged_operator_handle()
-            mask |= _RAW_OPERATOR
-        self.part = "managed keyed state"
-        if self.pos < self.end and self.data[self.pos] == NULL_HANDLE:
-            self.pos += 1
-        else:
+        for part, bit in _OPERATOR_PARTS:
+            self.part = part
+            if self.presence_flag():
+                size += self.flagged_operator_handle()
+                mask |= bit
+        for part, bit in _KEYED_PARTS:
+            self.part = part
+            if self.pos < self.end and self.data[self.pos] == NULL_HANDLE:
+                self.pos += 1
+                continue
             handle_size = self.keyed_handle()
             if handle_size is not None:
-                mask |= _MANAGED_KEYED
+                mask |= bit
                 size += handle_size
-        self.part = "raw keyed state"
-        if self.pos < self.end and self.data[self.pos] == NULL_HANDLE:
-            self.pos += 1
-        else:
-            handle_size = self.keyed_handle()
-            if handle_size is not None:
-                mask |= _RAW_KEYED
-                size += handle_size
-        self.part = "input channel state"
-        handles = self.collection_size()
-        if handles > 0:
-            mask |= _INPUT_CHANNEL
-            for _ in range(handles):
-                size += self.channel_handle(True)
-        self.part = "result subpartition state"
-        handles = self.collection_size()
-        if handles > 0:
-            mask |= _RESULT_SUBPARTITION
-            for _ in range(handles):
-                size += self.channel_handle(False)
+        for part, bit, input_side in _CHANNEL_PARTS:
+            self.part = part
+            handles = self.collection_size()
+            if handles > 0:
+                mask |= bit
+                for _ in range(handles):
+                    size += self.channel_handle(input_side)
         if self.version >= 7:
             # MetadataV7Serializer: a marker byte, then the reference checkpoint id if it is 1.
             self.part = ""

@@ -9,6 +9,8 @@ stack.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pytest_opid.flink.savepoint.metadata_input import MetadataInput
 from pytest_opid.flink.savepoint.model import StateFile
 
@@ -176,19 +178,17 @@ class StateHandleReader(MetadataInput):
 
     def key_group_offsets(self) -> None:
         """A key-group range (start, count) and one offset per key group."""
-        at = self.pos
-        start = self.i32()
-        count = self.i32()
-        if not _key_group_offsets_ok(start, count):
-            self.fail(f"invalid key-group range: start {start}, {count} key groups", at)
+        count = self.key_group_range(_key_group_offsets_ok)
         self.skip(count, "key-group offsets", 8)
 
-    def key_group_range(self) -> None:
+    def key_group_range(self, valid: Callable[[int, int], bool] = _key_group_range_ok) -> int:
+        """A key-group range (start, count) that ``valid`` accepts; its count."""
         at = self.pos
         start = self.i32()
         count = self.i32()
-        if not _key_group_range_ok(start, count):
+        if not valid(start, count):
             self.fail(f"invalid key-group range: start {start}, {count} key groups", at)
+        return count
 
     def operator_handle(self) -> int | None:
         """``MetadataV2V3SerializerBase.deserializeOperatorStateHandle``."""
