@@ -184,10 +184,7 @@ def _operator(node: Any, position: int) -> Operator:
         raise DocumentError(f"{where} must be a JSON object, got {describe_json(node)}")
     if "id" in node:
         where = f"node {label(node['id'])} (#{position})"
-    _reject_unknown(node, _NODE_KEYS, where)
-    for key in ("id", "name"):
-        if key not in node:
-            raise DocumentError(f"{where} has no {key!r}")
+    _check_keys(node, _NODE_KEYS, ("id", "name"), where)
     return Operator(
         id=_int(node, "id", where),
         name=_str(node, "name", where),
@@ -210,10 +207,7 @@ def _edge(edge: Any, position: int) -> Edge:
         raise DocumentError(f"{where} must be a JSON object, got {describe_json(edge)}")
     if "source" in edge and "target" in edge:
         where = f"edge #{position} ({label(edge['source'])} -> {label(edge['target'])})"
-    _reject_unknown(edge, _EDGE_KEYS, where)
-    for key in ("source", "target"):
-        if key not in edge:
-            raise DocumentError(f"{where} has no {key!r}")
+    _check_keys(edge, _EDGE_KEYS, ("source", "target"), where)
     return Edge(
         source=_int(edge, "source", where),
         target=_int(edge, "target", where),
@@ -282,6 +276,16 @@ def _enum(
             f"{where}: unknown {key} {_json_repr(value)} (expected one of {allowed}"
             f"{' or null' if nullable else ''})"
         ) from None
+
+
+def _check_keys(
+    obj: Mapping[str, Any], known: set[str], required: tuple[str, ...], where: str
+) -> None:
+    """A node or edge holds only keys the format knows, and the ones it cannot do without."""
+    _reject_unknown(obj, known, where)
+    for key in required:
+        if key not in obj:
+            raise DocumentError(f"{where} has no {key!r}")
 
 
 def _reject_unknown(obj: Mapping[str, Any], known: set[str], where: str) -> None:
