@@ -32,6 +32,16 @@ class Check(enum.Enum):
         request), a batch job, which keeps no state between runs, its chains."""
         return cls.IDS if fp.mode == "streaming" else cls.CHAINS
 
+    def broken_by(self, state_lost: bool, chains_changed: bool) -> bool:
+        """Whether a change breaks what this check holds: ``state_lost`` whether it loses (or
+        misplaces) state, ``chains_changed`` whether it splits or merges chains (Spark: its
+        stages). One rule for every engine, so that a check means the same everywhere."""
+        if self is Check.IDS:
+            return state_lost
+        if self is Check.CHAINS:
+            return chains_changed
+        return state_lost or chains_changed
+
     @classmethod
     def parse(cls, value: Any) -> Check:
         if isinstance(value, Check):

@@ -46,12 +46,7 @@ class FlinkRules:
 
     def breaks(self, c: Comparison, check: Check) -> bool:
         ids = self.loses_state(c) or bool(_misplaced(c))
-        chains = bool(c.chain_changes)
-        if check is Check.IDS:
-            return ids
-        if check is Check.CHAINS:
-            return chains
-        return ids or chains
+        return check.broken_by(ids, bool(c.chain_changes))
 
     def explain(self, c: Comparison, check: Check, accept: str | None) -> str:
         out = [_verdict(c, check, self.breaks(c, check)), *_sections(c)]

@@ -112,11 +112,7 @@ class SparkRules:
         if c.mode == "batch":
             return stages  # no state: only the stages can be held stable
         state = self.loses_state(c) or _reinterprets(c)
-        if check is Check.IDS:
-            return state
-        if check is Check.CHAINS:
-            return stages
-        return state or stages
+        return check.broken_by(state, stages)
 
     def explain(self, c: Comparison, check: Check, accept: str | None) -> str:
         broken = self.breaks(c, check)
