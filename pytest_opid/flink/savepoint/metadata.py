@@ -195,25 +195,12 @@ class MetadataReader(StateHandleReader, ObjectStreamReader):
             # A fully finished operator: no subtask states, and no coordinator state either.
             if coordinator is not None:
                 self.fail("coordinator state on a fully finished operator", coordinator_at)
-            return OperatorState(
-                operator_id=operator_id,
-                name=name,
-                uid=uid,
-                parallelism=parallelism,
-                max_parallelism=max_parallelism,
-                coordinator_state=False,
-                has_state=False,
-                state_size=0,
-                fully_finished=True,
-                subtask_states=0,
-                state_kinds=(),
-            )
-        if n > self.end - self.pos:
+        elif n > self.end - self.pos:
             self.fail(
                 f"{n} subtask states announced, only {self.end - self.pos} bytes left", count_at
             )
         subtasks: dict[int, tuple[int, int]] = {}
-        for _ in range(n):
+        for _ in range(n):  # none where fully finished (n < 0)
             self.what = "a subtask index"
             self.subtask = -1
             at = self.pos
@@ -249,7 +236,7 @@ class MetadataReader(StateHandleReader, ObjectStreamReader):
             coordinator_state=coordinator is not None,
             has_state=mask != 0,
             state_size=size,
-            fully_finished=False,
+            fully_finished=n < 0,
             subtask_states=len(subtasks),
             state_kinds=_kind_names(mask),
         )
