@@ -136,7 +136,9 @@ class Gateway:
         self._more: Any = None
         self._piece = _CHUNK
         self._quick: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._incremental: tuple[Any, list[str]] | None = None
+        self._incremental: tuple[Any, list[str], str] | None = None
+        #: Scala singletons and class lookups that do not change in a JVM, by name
+        self._constants: dict[str, Any] = {}
         self._identity: Any = None
         self._methods: dict[tuple[str, str], Any] = {}
 
@@ -162,7 +164,6 @@ class Gateway:
         self._piece = WHOLE if self._no_delay() else _CHUNK
         kept = self._pieces()
         to_json = self._virtual(tree, "toJSON", "()Ljava/lang/String;")
-        self._to_json = self._function(handles.filterReturnValue(to_json, kept))
         replace = self._virtual(
             "java.lang.String",
             "replace",
@@ -170,6 +171,7 @@ class Gateway:
         )
         for text, replacement in _COMPACTED:
             to_json = handles.filterReturnValue(to_json, self._bound(replace, text, replacement))
+        self._to_json = self._function(handles.filterReturnValue(to_json, kept))
         concat = self._virtual("java.lang.String", "concat", to_string)
         seq = self._seq_class()
         heads = self._virtual(tree, "collectLeaves", f"()L{seq.replace('.', '/')};")
@@ -425,7 +427,9 @@ class Gateway:
         return self.jvm.java.lang.invoke.MethodHandles.insertArguments(handle, 1, arguments)
 
     def plan_json(self, plan: Any) -> str:
-        """``plan.toJSON()``, in one answer or in pieces (:meth:`_pieces`)."""
+        """``plan.toJSON()`` compacted as :meth:`batch_json`'s (a streaming plan's JSON is a
+        third shorter, and sent and parsed faster), in one answer or in pieces
+        (:meth:`_pieces`)."""
         if self._batch is None:
             self._build_batch()
         self._new_connection()

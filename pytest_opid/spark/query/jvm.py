@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
@@ -201,10 +201,12 @@ class Jvm(Gateway):
         """The physical plan Structured Streaming runs a batch with, as ``DataFrame.explain()``
         builds it for a streaming DataFrame: an ``IncrementalExecution`` with an unknown
         checkpoint, not the first batch, so nothing is written anywhere and no data is read."""
-        java_class, kinds = self._incremental_execution()
+        _, kinds, package = self._incremental_execution()
         jvm = self.jvm
-        package = java_class.getPackage().getName()
-        mode = output_mode or jvm.org.apache.spark.sql.streaming.OutputMode.Append()
+        constant = self._constant
+        mode = output_mode or constant(
+            "append", jvm.org.apache.spark.sql.streaming.OutputMode.Append
+        )
         args: list[Any] = []
         for kind in kinds:
             if kind.endswith(".SparkSession"):
@@ -216,24 +218,28 @@ class Jvm(Gateway):
             elif kind == "java.lang.String":
                 args.append("<unknown>")  # the checkpoint location
             elif kind == "java.util.UUID":
-                args.append(jvm.java.util.UUID.randomUUID())
+                # The query's id and run id: explain() draws new ones; nothing runs here, so
+                # one drawn per JVM serves every plan (a py4j call less each).
+                args.append(constant("uuid", jvm.java.util.UUID.randomUUID))
             elif kind == "long":
                 args.append(0)
             elif kind == "boolean":
                 args.append(False)  # not the first batch: do not write state metadata
             elif kind == "scala.Option":
-                args.append(jvm.scala.Option.empty())
+                args.append(constant("none", jvm.scala.Option.empty))
             elif kind.endswith((".OffsetSeqMetadata", ".OffsetSeqMetadataBase")):
                 # Spark 4.3 takes the base trait (in .checkpointing); its v1 case class fits.
                 metadata = find_java_class(jvm, kind.rsplit(".", 1)[0], "OffsetSeqMetadata")
                 args.append(_offset_seq_metadata(metadata, session))
             elif kind.endswith(".WatermarkPropagator"):
                 propagator = find_java_class(jvm, kind.rsplit(".", 1)[0], "WatermarkPropagator")
-                args.append(propagator.noop())
+                args.append(constant("noop", propagator.noop))
             elif kind == "scala.collection.mutable.Map":
                 args.append(jvm.scala.collection.mutable.HashMap())
             else:  # scala.Enumeration$Value: the CommandExecutionMode
-                args.append(jvm.org.apache.spark.sql.execution.CommandExecutionMode.ALL())
+                args.append(
+                    constant("all", jvm.org.apache.spark.sql.execution.CommandExecutionMode.ALL)
+                )
         execution = find_java_class(jvm, package, "IncrementalExecution")(*args)
         return execution.executedPlan()
 
@@ -244,8 +250,9 @@ class Jvm(Gateway):
         text = self.plan_json(plan)
         if NULL_PROJECTIONS in text:
             text = self.expand_projections(plan, text)
+        nodes = _PlanNodes(self, plan, text)
         try:
-            state: tuple[StateReading, ...] | None = self.state_readings(plan, text, session)
+            state: tuple[StateReading, ...] | None = self.state_readings(nodes, session)
         except Exception:  # py4j: a Spark version whose operators pytest-opid cannot read
             state = None
         try:
@@ -253,7 +260,7 @@ class Jvm(Gateway):
         except Exception:  # py4j: a plan whose sources pytest-opid cannot read
             sources = None
         try:
-            texts: dict[int, str] | None = self.node_texts(plan, text)
+            texts: dict[int, str] | None = self.node_texts(nodes)
         except Exception:  # py4j: a node this Spark version builds differently
             texts = None
         return PlanReading(text, None, True, state, sources, node_texts=texts)
@@ -272,7 +279,7 @@ class Jvm(Gateway):
         ]
         if not wanted:
             return text
-        everything = plan.collect(self._everything())
+        everything = plan.collect(self.everything())
         if everything.size() != len(nodes):
             raise OpidError("the plan JSON and the plan disagree")
         for i in wanted:
@@ -283,52 +290,35 @@ class Jvm(Gateway):
             ]
         return json.dumps(nodes)
 
-    def node_texts(self, plan: Any, text: str) -> dict[int, str]:
+    def node_texts(self, nodes: _PlanNodes) -> dict[int, str]:
         """``EventTimeWatermarkExec``'s delay and ``StreamingSymmetricHashJoinExec``'s join
         condition, which ``toJSON`` writes as null (a CalendarInterval, a case class of
         options): one JVM call per such node."""
-        nodes = json.loads(text)
-        classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
-        wanted = [
-            i
-            for i, cls in enumerate(classes)
-            if cls in ("EventTimeWatermarkExec", "StreamingSymmetricHashJoinExec")
-        ]
-        if not wanted:
-            return {}
-        everything = plan.collect(self._everything())
         out = {}
-        for i in wanted:
-            node = everything.apply(i)
-            if classes[i] == "EventTimeWatermarkExec":
-                out[i] = str(node.delay().toString())
-            else:
-                full = node.condition().full()
+        for i, cls in enumerate(nodes.classes):
+            if cls == "EventTimeWatermarkExec":
+                out[i] = str(nodes.node(i).delay().toString())
+            elif cls == "StreamingSymmetricHashJoinExec":
+                full = nodes.node(i).condition().full()
                 found = str(full.get().sql()) if full.isDefined() else "none"
                 out[i] = _EXPR_ID.sub("", found)
         return out
 
-    def state_readings(self, plan: Any, text: str, session: Any) -> tuple[StateReading, ...]:
-        """Every stateful operator of ``plan`` in Spark's numbering (pre-order) with its state
+    def state_readings(self, nodes: _PlanNodes, session: Any) -> tuple[StateReading, ...]:
+        """Every stateful operator of the plan in Spark's numbering (pre-order) with its state
         stores' schemas as ``validateAndMaybeEvolveStateSchema`` builds them, computed from the
         same accessors but never handed to the schema checker, which would write them."""
-        nodes = json.loads(text)
-        classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in nodes]
+        classes = nodes.classes
         wanted = [i for i, cls in enumerate(classes) if cls in STATEFUL_OPERATORS]
         if not wanted:
             return ()
-        # SparkPlan.collect with an identity function lists the nodes in the pre-order of
-        # TreeNode.toJSON, so the JSON's positions find the operators: one call for them all.
-        everything = plan.collect(self._everything())
-        if everything.size() != len(nodes):
-            raise OpidError("the plan JSON and the plan disagree")
         conf = session.conf()
         widen = conf.get(ALWAYS_NULLABLE, "true").lower() == "true"
         encoding = conf.get(ENCODING, "unsaferow").lower()
         avro = encoding == "avro"
         out = []
         for i in wanted:
-            node = everything.apply(i)
+            node = nodes.node(i)
             try:
                 stores, record = self._stores(node, classes[i], widen, avro)
             except _NotInspected as exc:  # its state variables are unknown: the check says so
@@ -361,7 +351,7 @@ class Jvm(Gateway):
         except Exception:  # py4j or unpickling: code pytest-opid cannot reach
             return UNKNOWN
 
-    def _everything(self) -> Any:
+    def everything(self) -> Any:
         """A Scala PartialFunction defined everywhere that returns its argument."""
         if self._identity is None:
             identity = getattr(self.jvm.scala.Predef, "$conforms")()
@@ -382,7 +372,7 @@ class Jvm(Gateway):
         operator's ``validateAndMaybeEvolveStateSchema`` (Spark 4.x) builds them, and for a
         Python transformWithState what its processor's ``init`` declared."""
         jvm = self.jvm
-        attributes = _from_attributes(jvm)
+        attributes = self._constant("fromAttributes", lambda: _from_attributes(jvm))
         pairs: list[tuple[str, Any, Any]] = []  # (store or store/column family, key, value)
         properties = None
         record: ProcessorRecord | None = None
@@ -617,7 +607,7 @@ class Jvm(Gateway):
             out.append(f"@{name} {text}" if name else text)
         return tuple(out)
 
-    def _incremental_execution(self) -> tuple[Any, list[str]]:
+    def _incremental_execution(self) -> tuple[Any, list[str], str]:
         if self._incremental is None:
             java_class = None
             for candidate in _INCREMENTAL_EXECUTION:
@@ -645,8 +635,37 @@ class Jvm(Gateway):
                         "cannot plan a streaming query on this Spark version: its "
                         f"IncrementalExecution takes a {kind} pytest-opid does not know"
                     )
-            self._incremental = (java_class, kinds)
+            self._incremental = (java_class, kinds, java_class.getPackage().getName())
         return self._incremental
+
+    def _constant(self, name: str, make: Callable[[], Any]) -> Any:
+        """A JVM object that does not change while the JVM lives (a Scala singleton, a
+        static method), made by ``make`` once per gateway."""
+        if name not in self._constants:
+            self._constants[name] = make()
+        return self._constants[name]
+
+
+class _PlanNodes:
+    """A streaming plan's JSON nodes, parsed once, and the JVM node at a JSON position: the
+    readers of state and of node texts share one ``SparkPlan.collect``, made where first asked."""
+
+    def __init__(self, jvm: Jvm, plan: Any, text: str) -> None:
+        self._jvm = jvm
+        self._plan = plan
+        self.nodes = json.loads(text)
+        self.classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in self.nodes]
+        self._everything: Any = None
+
+    def node(self, i: int) -> Any:
+        # SparkPlan.collect with an identity function lists the nodes in the pre-order of
+        # TreeNode.toJSON, so the JSON's positions find them: one call for them all.
+        if self._everything is None:
+            everything = self._plan.collect(self._jvm.everything())
+            if everything.size() != len(self.nodes):
+                raise OpidError("the plan JSON and the plan disagree")
+            self._everything = everything
+        return self._everything.apply(i)
 
 
 class _NotInspected(Exception):

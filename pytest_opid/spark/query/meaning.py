@@ -204,15 +204,17 @@ def _watermarks(plan: MeaningPlan, index: int) -> list[tuple[str, str]]:
                 tree = Expr(flat)
             if tree is None:
                 continue
-            ident = expr_id(tree.fields)
-            delay = plan.watermarks.get(ident) if ident is not None else None
-            # The plan JSON leaves EventTimeWatermarkExec's delay out (a CalendarInterval);
-            # attributes downstream carry it as metadata where Spark put it there.
+            # The plan JSON leaves EventTimeWatermarkExec's delay out (a CalendarInterval):
+            # the JVM's text of it where read, else the metadata Spark puts on attributes
+            # downstream (a walk of the whole plan, so only then).
             text = str(tree.fields.get("name", UNKNOWN))
             if k in plan.texts:
                 text += f", delay {plan.texts[k]}"
-            elif delay is not None:
-                text += f", delay {duration_text(delay * 1000)}"
+            else:
+                ident = expr_id(tree.fields)
+                delay = plan.watermarks.get(ident) if ident is not None else None
+                if delay is not None:
+                    text += f", delay {duration_text(delay * 1000)}"
             if ("watermark", text) not in out:
                 out.append(("watermark", text))
     return out
