@@ -6,6 +6,7 @@ the few facts it leaves out) in as few calls as its length allows."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from pytest_opid.spark.vocabulary import (
@@ -141,6 +142,26 @@ class Gateway:
         self._constants: dict[str, Any] = {}
         self._identity: Any = None
         self._methods: dict[tuple[str, str], Any] = {}
+
+    def constant(self, name: str, make: Callable[[], Any]) -> Any:
+        """A JVM object that does not change while the JVM lives (a Scala singleton, a
+        static method), made by ``make`` once per gateway."""
+        if name not in self._constants:
+            self._constants[name] = make()
+        return self._constants[name]
+
+    def call_private(self, node: Any, method: str) -> Any:
+        """A private, argument-less method of ``node``'s class, through Java reflection."""
+        cls = node.getClass()
+        key = (cls.getName(), method)
+        found = self._methods.get(key)
+        if found is None:
+            found = cls.getDeclaredMethod(
+                method, self.gateway.new_array(self.jvm.java.lang.Class, 0)
+            )
+            found.setAccessible(True)
+            self._methods[key] = found
+        return found.invoke(node, self.gateway.new_array(self.jvm.java.lang.Object, 0))
 
     def batch_json(self, plan: Any) -> tuple[str, list[str | None] | None]:
         """A batch plan's JSON, compacted in the JVM (:data:`_COMPACTED`), and Spark's node

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
@@ -18,26 +18,19 @@ from pytest_opid.spark.function_digest import command_digest
 from pytest_opid.spark.query.gateway import (
     Gateway,
     find_java_class,
-    has_java_method,
-    is_java_class,
 )
+from pytest_opid.spark.query.processor_handle import NotInspected
+from pytest_opid.spark.query.state_schemas import store_schemas
 from pytest_opid.spark.transform_with_state import (
     ProcessorRecord,
-    StateCall,
-    processor_from_command,
-    record_processor,
 )
-from pytest_opid.spark.versions import WIDENING, feature_line, installed_line
 from pytest_opid.spark.vocabulary import (
     ALWAYS_NULLABLE,
     AQE,
-    DEFAULT_STORE_NAME,
     ENCODING,
     IN_SET_THRESHOLD,
-    PROPERTIES_STORE,
     SHUFFLE_PARTITIONS,
     STATEFUL_OPERATORS,
-    WIDENED,
 )
 
 
@@ -96,31 +89,6 @@ IN_SET = '.InSet"'
 #: An ``ExpandExec`` in Spark 3.5's plan JSON: its ``TreeNode.toJSON`` cannot write a list of
 #: lists of expressions and writes the projections as null (Spark 4 writes them).
 NULL_PROJECTIONS = '"projections":null'
-
-
-#: The session window operator's private state manager, by the package Spark files the class
-#: in: ``operators.stateful`` from 4.0 on, ``execution.streaming`` in 3.5.
-_SESSION_MANAGERS = (
-    "org$apache$spark$sql$execution$streaming$operators$stateful$"
-    "SessionWindowStateStoreSaveExec$$stateManager",
-    "org$apache$spark$sql$execution$streaming$SessionWindowStateStoreSaveExec$$stateManager",
-)
-
-
-_TWS_PACKAGE = "org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate"
-#: Spark 4.0 keeps transformWithState's driver-side classes in execution.streaming; 4.1 moved
-#: them under operators.stateful.transformwithstate (the handle states under .statefulprocessor).
-_TWS_PACKAGES = {
-    "TransformWithStateOperatorProperties": (
-        _TWS_PACKAGE,
-        "org.apache.spark.sql.execution.streaming",
-    ),
-    "StatefulProcessorHandleState$": (
-        _TWS_PACKAGE + ".statefulprocessor",
-        "org.apache.spark.sql.execution.streaming",
-    ),
-}
-_PYTHON_STREAMING = "org.apache.spark.sql.execution.python.streaming"
 
 
 _INCREMENTAL_EXECUTION = (
@@ -203,7 +171,7 @@ class Jvm(Gateway):
         checkpoint, not the first batch, so nothing is written anywhere and no data is read."""
         _, kinds, package = self._incremental_execution()
         jvm = self.jvm
-        constant = self._constant
+        constant = self.constant
         mode = output_mode or constant(
             "append", jvm.org.apache.spark.sql.streaming.OutputMode.Append
         )
@@ -320,8 +288,8 @@ class Jvm(Gateway):
         for i in wanted:
             node = nodes.node(i)
             try:
-                stores, record = self._stores(node, classes[i], widen, avro)
-            except _NotInspected as exc:  # its state variables are unknown: the check says so
+                stores, record = store_schemas(self, node, classes[i], widen, avro)
+            except NotInspected as exc:  # its state variables are unknown: the check says so
                 stores, record = (), exc.record
             except Exception:  # py4j: an operator this Spark version builds differently
                 stores, record = (), None  # unknown: restore checks say they cannot check them
@@ -340,7 +308,7 @@ class Jvm(Gateway):
             if cls == "FlatMapGroupsInPandasWithStateExec":
                 function = node.functionExpr().func()
             elif cls in _PYTHON_TRANSFORM_WITH_STATE:
-                function = self._private(node, "pythonFunction")
+                function = self.call_private(node, "pythonFunction")
             else:
                 return None  # flatMapGroupsWithState and Scala transformWithState: JVM code
             command = function.command()
@@ -364,218 +332,6 @@ class Jvm(Gateway):
             except Exception:  # py4j: no fromFunction in Scala 2.12
                 self._identity = companion.apply(identity)
         return self._identity
-
-    def _stores(
-        self, node: Any, cls: str, widen: bool, avro: bool
-    ) -> tuple[tuple[StateStore, ...], ProcessorRecord | None]:
-        """The state stores of one stateful operator with their (key, value) schemas, as the
-        operator's ``validateAndMaybeEvolveStateSchema`` (Spark 4.x) builds them, and for a
-        Python transformWithState what its processor's ``init`` declared."""
-        jvm = self.jvm
-        attributes = self._constant("fromAttributes", lambda: _from_attributes(jvm))
-        pairs: list[tuple[str, Any, Any]] = []  # (store or store/column family, key, value)
-        properties = None
-        record: ProcessorRecord | None = None
-        # The schemas below are the raw ones; Spark widens them as the operator's
-        # validateAndMaybeEvolveStateSchema does (the global limit's are fixed, and column
-        # family schemas come out of getColFamilySchemas widened already).
-        # Spark 3.5 to 4.2 write them as they are (alwaysNullableOutput is 4.3's).
-        widen = widen and cls in WIDENED and installed_line() >= feature_line(WIDENING)
-        if cls == "StateStoreSaveExec":
-            value = node.stateManager().getStateValueSchema()
-            pairs.append((DEFAULT_STORE_NAME, attributes(node.keyExpressions()), value))
-        elif cls == "SessionWindowStateStoreSaveExec":
-            manager = _session_manager(node)
-            pairs.append(
-                (DEFAULT_STORE_NAME, manager.getStateKeySchema(), manager.getStateValueSchema())
-            )
-        elif cls in ("StreamingDeduplicateExec", "StreamingDeduplicateWithinWatermarkExec"):
-            pairs.append(
-                (DEFAULT_STORE_NAME, attributes(node.keyExpressions()), node.schemaForValueRow())
-            )
-        elif cls in ("FlatMapGroupsWithStateExec", "FlatMapGroupsInPandasWithStateExec"):
-            value = node.stateManager().stateSchema()
-            pairs.append((DEFAULT_STORE_NAME, attributes(node.groupingAttributes()), value))
-        elif cls == "StreamingGlobalLimitExec":
-            key = self._private(node, "keySchema")
-            pairs.append((DEFAULT_STORE_NAME, key, self._private(node, "valueSchema")))
-        elif cls == "StreamingSymmetricHashJoinExec":
-            version = node.stateFormatVersion()
-            if version >= 3:  # one store, a column family per former store
-                widen = False
-                pairs += self._column_families(node.getColFamilySchemas(False))
-            else:
-                helper, manager = _join_classes(jvm)
-                if not has_java_method(jvm, manager, "getSchemaForStateStores"):  # Spark 3.5
-                    pairs += _join_stores(jvm, node, attributes, version)
-                    helper = None
-                for side, child, keys in (
-                    (
-                        ("LeftSide", node.left(), node.leftKeys()),
-                        ("RightSide", node.right(), node.rightKeys()),
-                    )
-                    if helper is not None
-                    else ()
-                ):
-                    module = getattr(helper, f"StreamingSymmetricHashJoinHelper${side}$")
-                    schemas = manager.getSchemaForStateStores(
-                        getattr(module, "MODULE$"), child.output(), keys, version
-                    ).toList()
-                    for k in range(schemas.size()):
-                        entry = schemas.apply(k)
-                        pair = entry._2()
-                        pairs.append((entry._1(), pair._1(), pair._2()))
-        else:  # transformWithState: a column family per state variable (and internal ones)
-            if cls != "TransformWithStateExec":
-                record = self._declare(node)  # the Python processor's init() declares them
-            pairs += self._column_families(node.getColFamilySchemas(avro))
-            infos = node.getStateVariableInfos().values().toList()
-            properties_class = _tws_class(jvm, "TransformWithStateOperatorProperties")
-            properties = properties_class(
-                node.timeMode().toString(), node.outputMode().toString(), infos
-            ).json()
-        stores = [
-            StateStore(
-                name,
-                (key.asNullable() if widen else key).json(),
-                (value.asNullable() if widen else value).json(),
-            )
-            for name, key, value in pairs
-        ]
-        if properties is not None:
-            stores.append(StateStore(PROPERTIES_STORE, None, properties))
-        return tuple(stores), record
-
-    def _column_families(self, schemas: Any) -> list[tuple[str, Any, Any]]:
-        """``Map[String, StateStoreColFamilySchema]`` as (``default/<family>``, key, value)."""
-        families = schemas.values().toList()
-        out = []
-        for k in range(families.size()):
-            family = families.apply(k)
-            out.append(
-                (
-                    f"{DEFAULT_STORE_NAME}/{family.colFamilyName()}",
-                    family.keySchema(),
-                    family.valueSchema(),
-                )
-            )
-        return sorted(out, key=lambda entry: entry[0])
-
-    def _declare(self, node: Any) -> ProcessorRecord:
-        """Declare a Python transformWithState's state variables on the operator's driver-side
-        handle, as Spark's pre-init runner does before it validates the state schema: the
-        processor's ``init`` runs with a recording handle, in a Python process of its own
-        (:func:`pytest_opid.spark.transform_with_state.record_processor`), and its calls are
-        replayed on the JVM handle (:meth:`_replay`). When ``init`` cannot be
-        recorded, Spark's own pre-init worker (a Python process) runs it instead; when that
-        fails too, :class:`_NotInspected` carries why."""
-        try:
-            function = self._private(node, "pythonFunction")
-            tag = getattr(getattr(self.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-            processor, _ = processor_from_command(bytes(function.command().toArray(tag)))
-        except Exception as exc:  # py4j or unpickling: a processor pytest-opid cannot reach
-            record = ProcessorRecord(
-                "?", None, f"could not read the stateful processor ({type(exc).__name__})"
-            )
-        else:
-            record = record_processor(processor)
-        if record.calls is not None:
-            try:
-                self._replay(node, record.calls)
-                return record
-            except Exception as exc:  # py4j: Spark refused a declaration
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-                reason = f"could not inspect {record.processor_class}: Spark refused its init(): "
-                record = ProcessorRecord(record.processor_class, None, reason + first)
-        try:
-            self._pre_init(node)
-        except Exception as exc:  # py4j: the worker's Python lacks pyspark, or init() failed
-            worker = _python_error(exc)
-            raise _NotInspected(
-                ProcessorRecord(
-                    record.processor_class,
-                    None,
-                    f"{record.reason}; Spark's pre-init Python worker failed too ({worker})",
-                )
-            ) from None
-        return ProcessorRecord(record.processor_class, None)  # declared by Spark's worker
-
-    def _replay(self, node: Any, calls: tuple[StateCall, ...]) -> None:
-        """``init``'s calls on the operator's ``DriverStatefulProcessorHandleImpl``, as
-        ``TransformWithStateInPySparkStateServer`` makes them for the pre-init worker."""
-        jvm = self.jvm
-        handle = self._private(node, "driverProcessorHandle")
-        states = getattr(_tws_class(jvm, "StatefulProcessorHandleState$"), "MODULE$")
-        handle.setHandleState(states.PRE_INIT())
-        ttl_config = jvm.org.apache.spark.sql.streaming.TTLConfig
-        row = jvm.org.apache.spark.sql.Encoders.row
-        for call in calls:
-            if call.method == "deleteIfExists":
-                handle.deleteIfExists(call.name)
-                continue
-            if call.ttl_ms is None:
-                ttl = ttl_config.NONE()
-            else:
-                ttl = ttl_config(jvm.java.time.Duration.ofMillis(call.ttl_ms))
-            value = row(self._struct(call.schema, call.schema_is_json))
-            if call.method == "getValueState":
-                handle.getValueState(call.name, value, ttl)
-            elif call.method == "getListState":
-                handle.getListState(call.name, value, ttl)
-            else:
-                key = row(self._struct(call.user_key_schema, call.user_key_is_json))
-                handle.getMapState(call.name, key, value, ttl)
-
-    def _struct(self, text: str | None, is_json: bool) -> Any:
-        """A schema as the state server reads it: ``StructType`` JSON, or a DDL string parsed
-        by ``CatalystSqlParser.parseTableSchema`` (what PySpark's client asks it for)."""
-        if is_json:
-            return self.jvm.org.apache.spark.sql.types.DataType.fromJson(text)
-        parser = getattr(self.jvm.org.apache.spark.sql.catalyst.parser, "CatalystSqlParser$")
-        return getattr(parser, "MODULE$").parseTableSchema(text)
-
-    def _pre_init(self, node: Any) -> None:
-        """Run the Python stateful processor's ``init()`` on the driver as Spark does before
-        it validates the state schema (``TransformWithStateInPySparkExec``): it fills the
-        operator's driver-side handle with the state variables, and writes nothing."""
-        worker = "pyspark.sql.streaming.transform_with_state_driver_worker"
-        function = self._private(node, "pythonFunction")
-        key = self._private(node, "groupingKeySchema")
-        handle = self._private(node, "driverProcessorHandle")
-        if not is_java_class(self.jvm, f"{_PYTHON_STREAMING}.TransformWithStateInPySparkExec"):
-            # Spark 4.0: TransformWithStateInPandasExec runs its runner (which also takes the
-            # session time zone) inline, init() then process(), and stops it
-            runner = find_java_class(
-                self.jvm, _PYTHON_STREAMING, "TransformWithStateInPandasPythonPreInitRunner"
-            )(function, worker, self._private(node, "sessionLocalTimeZone"), key, handle)
-            try:
-                runner.init()
-                runner.process()
-            finally:
-                runner.stop()
-            return
-        runner_class = find_java_class(
-            self.jvm, _PYTHON_STREAMING, "TransformWithStateInPySparkPythonPreInitRunner"
-        )
-        runner = runner_class(function, worker, key, handle)
-        module = getattr(
-            self.jvm.org.apache.spark.sql.execution.python.streaming,
-            "TransformWithStateInPySparkExec$",
-        )
-        getattr(module, "MODULE$").runPreInitRunner(runner)
-
-    def _private(self, node: Any, method: str) -> Any:
-        """A private, argument-less method of ``node``'s class, through Java reflection."""
-        cls = node.getClass()
-        key = (cls.getName(), method)
-        found = self._methods.get(key)
-        if found is None:
-            found = cls.getDeclaredMethod(
-                method, self.gateway.new_array(self.jvm.java.lang.Class, 0)
-            )
-            found.setAccessible(True)
-            self._methods[key] = found
-        return found.invoke(node, self.gateway.new_array(self.jvm.java.lang.Object, 0))
 
     def sources(self, analyzed: Any, session: Any) -> tuple[str, ...]:
         """The query's sources in the order Spark numbers them (``sources/<i>``, the offset
@@ -638,13 +394,6 @@ class Jvm(Gateway):
             self._incremental = (java_class, kinds, java_class.getPackage().getName())
         return self._incremental
 
-    def _constant(self, name: str, make: Callable[[], Any]) -> Any:
-        """A JVM object that does not change while the JVM lives (a Scala singleton, a
-        static method), made by ``make`` once per gateway."""
-        if name not in self._constants:
-            self._constants[name] = make()
-        return self._constants[name]
-
 
 class _PlanNodes:
     """A streaming plan's JSON nodes, parsed once, and the JVM node at a JSON position: the
@@ -668,26 +417,6 @@ class _PlanNodes:
         return self._everything.apply(i)
 
 
-class _NotInspected(Exception):
-    """A Python transformWithState whose state variables could not be declared."""
-
-    def __init__(self, record: ProcessorRecord) -> None:
-        super().__init__(record.reason)
-        self.record = record
-
-
-_PYTHON_ERROR = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): .*")
-
-
-def _python_error(exc: Exception) -> str:
-    """The last line of a Python worker's error as py4j relays it, else the exception's name."""
-    for line in reversed(str(exc).splitlines()):
-        found = _PYTHON_ERROR.match(line.strip())
-        if found:
-            return found.group(0)[:200]
-    return type(exc).__name__
-
-
 def _offset_seq_metadata(metadata: Any, session: Any) -> Any:
     """``OffsetSeqMetadata(0, 0, <the session's stateful confs>)``. Spark 4.3 records a conf the
     session leaves unset (``spark.sql.shuffle.partitions``) as null and then fails to parse it,
@@ -703,65 +432,3 @@ def _offset_seq_metadata(metadata: Any, session: Any) -> Any:
         conf[key] = value
     captured["conf"] = conf
     return metadata.apply(json.dumps(captured))
-
-
-def _from_attributes(jvm: Any) -> Any:
-    """Attributes -> StructType: ``DataTypeUtils.fromAttributes`` (Spark 4), else 3.5's
-    ``StructType.fromAttributes``."""
-    if is_java_class(jvm, "org.apache.spark.sql.catalyst.types.DataTypeUtils"):
-        return jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes
-    return jvm.org.apache.spark.sql.types.StructType.fromAttributes
-
-
-def _session_manager(node: Any) -> Any:
-    for name in _SESSION_MANAGERS:
-        try:
-            return getattr(node, name)()
-        except Exception:  # py4j: no such method in this Spark's build
-            continue
-    raise OpidError("the session window operator's state manager is not reachable")
-
-
-def _join_classes(jvm: Any) -> tuple[Any, Any]:
-    """The stream-stream join's helper package and ``SymmetricHashJoinStateManager``: under
-    ``operators.stateful.join`` from Spark 4.0 on; in 3.5 the helper is in
-    ``execution.streaming`` and the manager in ``execution.streaming.state``."""
-    joins = "org.apache.spark.sql.execution.streaming.operators.stateful.join"
-    if is_java_class(jvm, joins + ".SymmetricHashJoinStateManager"):
-        package = jvm.org.apache.spark.sql.execution.streaming.operators.stateful.join
-        return package, package.SymmetricHashJoinStateManager
-    streaming = jvm.org.apache.spark.sql.execution.streaming
-    return streaming, streaming.state.SymmetricHashJoinStateManager
-
-
-def _join_stores(jvm: Any, node: Any, attributes: Any, version: int) -> list[tuple[str, Any, Any]]:
-    """A stream-stream join's four stores as Spark 3.5's ``SymmetricHashJoinStateManager``
-    builds their schemas (3.5 has no ``getSchemaForStateStores``): per side, keyToNumValues
-    (the join keys as ``field<i>`` -> ``value`` long) and keyWithIndexToValue (the keys and an
-    ``index`` long -> the side's input row, and from state format 2 on a ``matched`` flag)."""
-    types = jvm.org.apache.spark.sql.types
-    long_type = types.DataTypes.LongType
-    out = []
-    for side, child, keys in (
-        ("left", node.left(), node.leftKeys()),
-        ("right", node.right(), node.rightKeys()),
-    ):
-        key = types.StructType()
-        for i in range(keys.size()):
-            expression = keys.apply(i)
-            key = key.add(f"field{i}", expression.dataType(), expression.nullable())
-        value = attributes(child.output())
-        if version >= 2:
-            value = value.add("matched", types.DataTypes.BooleanType)
-        out.append((f"{side}-keyToNumValues", key, types.StructType().add("value", long_type)))
-        out.append((f"{side}-keyWithIndexToValue", key.add("index", long_type), value))
-    return out
-
-
-def _tws_class(jvm: Any, name: str) -> Any:
-    """A transformWithState class where the running Spark line keeps it (:data:`_TWS_PACKAGES`)."""
-    packages = _TWS_PACKAGES[name]
-    for package in packages:
-        if is_java_class(jvm, f"{package}.{name}"):
-            return find_java_class(jvm, package, name)
-    return find_java_class(jvm, packages[0], name)

@@ -274,7 +274,7 @@ def test_spark_pre_init_worker_declares_the_same(
 ) -> None:
     """The column families and properties of every distinct A are the same when Spark's own
     pre-init worker runs the processor's init() (a worker Python with pyspark, recording off)."""
-    import pytest_opid.spark.query.jvm as jvm
+    import pytest_opid.spark.query.processor_handle as handle
     from pytest_opid.spark.transform_with_state import ProcessorRecord
 
     distinct: dict[tuple[str, str], str] = {}  # many cases share their query A
@@ -284,7 +284,7 @@ def test_spark_pre_init_worker_declares_the_same(
         distinct.setdefault(key, case_id)
     assert len(distinct) == 22
     recorded_pairs = {case_id: pair(case_id) for case_id in distinct.values()}  # recording on
-    monkeypatch.setattr(jvm, "record_processor", lambda p: ProcessorRecord("X", None, "off"))
+    monkeypatch.setattr(handle, "record_processor", lambda p: ProcessorRecord("X", None, "off"))
     for case_id, p in recorded_pairs.items():
         with python_workers(spark, sys.executable):
             worker = pytest_opid.fingerprint(build(spark, CASES[case_id], "before", p.folder))
