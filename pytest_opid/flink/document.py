@@ -1,4 +1,4 @@
-"""Topology document, version 1: the JSON form of :class:`~pytest_opid.topology.Topology`.
+"""Topology document, version 1: the JSON form of :class:`~pytest_opid.model.Topology`.
 
 The format is the one the Flink golden cases use (see docs/flink-inputs.md). Loading is strict:
 an unknown key, a wrong type or an unknown enum value is an error that names the node or edge at

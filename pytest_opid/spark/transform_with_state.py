@@ -14,13 +14,14 @@ this process's ``sys.path``, working directory and environment, a time limit), w
 :class:`~pytest_opid.spark.processor_recording.RecordingHandle` that implements the handle's
 API (``getValueState`` / ``getListState`` / ``getMapState`` with schemas as ``StructType`` or
 DDL strings and ``ttlDurationMs``, ``deleteIfExists``; timers) and records every call
-(:func:`record_processor`). :mod:`pytest_opid.spark.jvm` replays the calls, in order, on the
-operator's own ``DriverStatefulProcessorHandleImpl``, exactly as Spark's state server does for
-the worker (``TransformWithStateInPySparkStateServer.initializeStateVariable``: the schema
-parsed by ``StructType.fromString`` / ``CatalystSqlParser.parseTableSchema``, ``Encoders.row``,
-``TTLConfig``). The column family schemas and the operator properties then come from Spark's own
-code (``getColumnFamilySchemas``, ``getStateVariableInfos``): one source of truth, byte for byte
-what Spark writes to the checkpoint, whichever route declared the variables.
+(:func:`record_processor`). :mod:`pytest_opid.spark.query.processor_handle` replays the calls,
+in order, on the operator's own ``DriverStatefulProcessorHandleImpl``, exactly as Spark's state
+server does for the worker (``TransformWithStateInPySparkStateServer.initializeStateVariable``:
+the schema parsed by ``StructType.fromString`` / ``CatalystSqlParser.parseTableSchema``,
+``Encoders.row``, ``TTLConfig``). The column family schemas and the operator properties then
+come from Spark's own code (``getColumnFamilySchemas``, ``getStateVariableInfos``): one source
+of truth, byte for byte what Spark writes to the checkpoint, whichever route declared the
+variables.
 
 An ``init`` that does something a recording cannot stand for (opens a file, connects to a
 service, starts a process, uses a state variable or a timer, raises) is not recorded: the

@@ -147,7 +147,7 @@ def topologies(
     source_kinds: Sequence[SourceKind | None] = (SourceKind.NEW, SourceKind.LEGACY),
     yielding_sinks: bool = True,
 ) -> st.SearchStrategy[Topology]:
-    """Random valid :class:`~pytest_opid.topology.Topology` values.
+    """Random valid :class:`~pytest_opid.model.Topology` values.
 
     Every topology is acyclic, has unique ids and uids (also after Java's UTF-8 encoding, so no
     :class:`~pytest_opid.errors.HashCollisionError`) and consistent input positions: a

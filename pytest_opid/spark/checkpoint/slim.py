@@ -8,7 +8,7 @@ the partition folders themselves; it leaves out the state stores' data (``*.delt
 ``*.snapshot``, RocksDB's ``*.zip``, ``*.sst``, ``*.changelog``), Hadoop's ``.crc`` checksum
 files, and anything else (a sink's output kept inside the checkpoint folder, say). The copy is
 read back before the command succeeds: it must read exactly as the original
-(:func:`~pytest_opid.spark.checkpoint.read_checkpoint`), so every verdict on it is the same.
+(:func:`~pytest_opid.spark.checkpoint.read.read_checkpoint`), so every verdict on it is the same.
 
 Only regular files are copied: a device, a FIFO or a socket where a kept file should be is
 refused, naming it (a character device under ``sources/``, which ``tar x`` as root creates, was

@@ -4,12 +4,12 @@ Spark Structured Streaming files a stateful operator's state under ``state/<oper
 where the id is the operator's position in a pre-order walk of the physical plan; batch jobs
 split into stages wherever an exchange sits. Both change when a refactor adds, removes or
 reorders operators, so this module turns Spark's *physical plan* into the engine-neutral
-:class:`~pytest_opid.topology.Topology` and lets the Flink-exact hasher give every operator an
+:class:`~pytest_opid.model.Topology` and lets the Flink-exact hasher give every operator an
 identity.
 
 The plan is read as Spark's own plan JSON (``SparkPlan.toJSON()``) with the file scans'
-formats, in one py4j call for a batch plan (:mod:`pytest_opid.spark.jvm`), never one round trip
-per operator. The conversion rules (docs/pyspark-batch.md has a worked example):
+formats, in one py4j call for a batch plan (:mod:`pytest_opid.spark.query.jvm`), never one
+round trip per operator. The conversion rules (docs/pyspark-batch.md has a worked example):
 
 * Operators become nodes named by Spark's node name (``HashAggregate``, ``Filter``,
   ``FileScan parquet``, ``StateStoreSave``...). Names carry no column names, literals,

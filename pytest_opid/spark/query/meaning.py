@@ -20,7 +20,7 @@ means, as ``(fact, value)`` pairs in Spark's own order (:attr:`StateOperator.mea
 * ``output mode``, ``watermark``, ``limit``.
 
 A fact the plan does not show is :data:`~pytest_opid.result.UNKNOWN`, never guessed. Which
-facts change meaning and how a change is worded is :mod:`pytest_opid.spark.reinterpret`'s
+facts change meaning and how a change is worded is :mod:`pytest_opid.spark.restart.meaning`'s
 business.
 """
 

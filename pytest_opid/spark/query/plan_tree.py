@@ -9,9 +9,9 @@ line per physical operator, its inputs two spaces further in:
 * the code-generation wrappers (``WholeStageCodegen``, ``InputAdapter``, columnar transitions)
   are left out, as in the topology;
 * expressions are written over the columns the query reads, aliases resolved through the
-  plan's projections and aggregates (:class:`~pytest_opid.spark.meaning.MeaningPlan`), without
-  expression ids: renaming an output column or a table alias, or reformatting the SQL text,
-  keeps every line;
+  plan's projections and aggregates
+  (:class:`~pytest_opid.spark.query.expressions.MeaningPlan`), without expression ids:
+  renaming an output column or a table alias, or reformatting the SQL text, keeps every line;
 * a file scan names its catalog table (``Scan spark_catalog.default.store_sales``), or for a
   read by path its format (``Scan parquet``), and the columns it reads; a path is never
   written;

@@ -1,7 +1,7 @@
 """Reading plans from PySpark: the only code that touches the JVM (through py4j).
 
 :func:`read_plan` returns Spark's physical plan as JSON plus the little the JSON leaves out,
-with a fixed number of py4j calls whatever the plan's size; :mod:`pytest_opid.spark.plan`
+with a fixed number of py4j calls whatever the plan's size; :mod:`pytest_opid.spark.query.graph`
 converts it. For a streaming plan it also reads what Spark checks when a query restarts on a
 checkpoint, without writing anything: per stateful operator the name its state metadata records
 (``shortName``) and the key and value schema of every state store exactly as Spark would write

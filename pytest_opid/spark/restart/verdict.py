@@ -27,7 +27,7 @@ Equal schemas are not checked further; a deduplication's value (a placeholder) i
 checked; transformWithState under the Avro encoding may evolve its values as Avro allows.
 
 :func:`check_checkpoint` mirrors these checks on a checkpoint read by
-:func:`~pytest_opid.spark.checkpoint.read_checkpoint` and a new query's fingerprint;
+:func:`~pytest_opid.spark.checkpoint.read.read_checkpoint` and a new query's fingerprint;
 :func:`check_fingerprint` does the same from the fingerprint of the query that wrote the
 checkpoint. Both report every problem, Spark's first one first, and warn about restarts that
 succeed but do not do what the code says: settings the checkpoint pins (shuffle partitions),
@@ -89,7 +89,7 @@ def check_checkpoint(
 ) -> RestoreCheck:
     """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``.
     ``planned``: ``new`` was planned with the settings the checkpoint pins, as Spark plans a
-    restarted query (:func:`pytest_opid.spark.fingerprint_for_checkpoint`). The checkpoint
+    restarted query (``_check_program`` in :mod:`pytest_opid.spark`). The checkpoint
     keeps the state's schemas and field names, not the plan: what the state means (a window,
     a key or aggregate expression under the same name) is checked against ``previous``, the
     fingerprint of the query that wrote the checkpoint, where given, and otherwise said to be
