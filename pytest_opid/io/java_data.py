@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable
 from typing import NoReturn
 
 from pytest_opid.errors import DocumentError
@@ -127,23 +126,30 @@ class DataInput:
 
     def i16(self) -> int:
         """``readShort``."""
-        return self._fixed(_I16, 2)
+        pos = self.pos
+        if pos + 2 > self.end:
+            self.truncated(pos)
+        self.pos = pos + 2
+        value: int = _I16(self.data, pos)[0]
+        return value
 
     def i32(self) -> int:
         """``readInt``."""
-        return self._fixed(_I32, 4)
+        pos = self.pos
+        if pos + 4 > self.end:
+            self.truncated(pos)
+        self.pos = pos + 4
+        value: int = _I32(self.data, pos)[0]
+        return value
 
     def i64(self) -> int:
         """``readLong``."""
-        return self._fixed(_I64, 8)
-
-    def _fixed(self, unpack: Callable[[bytes, int], tuple[int]], width: int) -> int:
-        """A big-endian integer of ``width`` bytes, as ``unpack`` reads it."""
         pos = self.pos
-        if pos + width > self.end:
+        if pos + 8 > self.end:
             self.truncated(pos)
-        self.pos = pos + width
-        return unpack(self.data, pos)[0]
+        self.pos = pos + 8
+        value: int = _I64(self.data, pos)[0]
+        return value
 
     def skip(self, count: int, unit: str = "bytes", width: int = 1) -> None:
         """Skip ``count`` items of ``width`` bytes, a count the file gave."""
