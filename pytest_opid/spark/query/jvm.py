@@ -216,9 +216,9 @@ class Jvm(Gateway):
     def streaming_reading(self, plan: Any, analyzed: Any, session: Any) -> PlanReading:
         """The plan JSON of a streaming plan, its stateful operators and its sources."""
         text = self.plan_json(plan)
+        nodes = PlanNodes(self, plan, text)
         if NULL_PROJECTIONS in text:
-            text = self.expand_projections(plan, text)
-        nodes = _PlanNodes(self, plan, text)
+            text = self.expand_projections(nodes)
         try:
             state: tuple[StateReading, ...] | None = self.state_readings(nodes, session)
         except Exception:  # py4j: a Spark version whose operators pytest-opid cannot read
@@ -233,32 +233,23 @@ class Jvm(Gateway):
             texts = None
         return PlanReading(text, None, True, state, sources, node_texts=texts)
 
-    def expand_projections(self, plan: Any, text: str) -> str:
-        """``text`` (the JSON of ``plan``) with every ``ExpandExec``'s projections, which
-        Spark 3.5 writes as null (:data:`NULL_PROJECTIONS`), read from the node and written
-        as Spark 4 does: a list per projection of each expression's ``toJSON``. Without them
-        a ROLLUP, a CUBE, a distinct rewrite or a sliding window all read ``Expand []``."""
-        nodes = json.loads(text)
-        wanted = [
-            i
-            for i, node in enumerate(nodes)
-            if str(node.get("class", "")).endswith(".ExpandExec")
-            and node.get("projections") is None
-        ]
-        if not wanted:
-            return text
-        everything = plan.collect(self.everything())
-        if everything.size() != len(nodes):
-            raise OpidError("the plan JSON and the plan disagree")
-        for i in wanted:
-            found = everything.apply(i).projections()
-            rows = [found.apply(r) for r in range(found.size())]
-            nodes[i]["projections"] = [
-                [json.loads(row.apply(c).toJSON()) for c in range(row.size())] for row in rows
-            ]
-        return json.dumps(nodes)
+    def expand_projections(self, nodes: PlanNodes) -> str:
+        """The plan's JSON with every ``ExpandExec``'s projections, which Spark 3.5 writes as
+        null (:data:`NULL_PROJECTIONS`), read from the node and written as Spark 4 does: a list
+        per projection of each expression's ``toJSON`` (``nodes`` is changed to match). Without
+        them a ROLLUP, a CUBE, a distinct rewrite or a sliding window all read ``Expand []``."""
+        changed = False
+        for i, node in enumerate(nodes.nodes):
+            if nodes.classes[i] == "ExpandExec" and node.get("projections") is None:
+                found = nodes.node(i).projections()
+                rows = [found.apply(r) for r in range(found.size())]
+                node["projections"] = [
+                    [json.loads(row.apply(c).toJSON()) for c in range(row.size())] for row in rows
+                ]
+                changed = True
+        return json.dumps(nodes.nodes) if changed else nodes.text
 
-    def node_texts(self, nodes: _PlanNodes) -> dict[int, str]:
+    def node_texts(self, nodes: PlanNodes) -> dict[int, str]:
         """``EventTimeWatermarkExec``'s delay and ``StreamingSymmetricHashJoinExec``'s join
         condition, which ``toJSON`` writes as null (a CalendarInterval, a case class of
         options): one JVM call per such node."""
@@ -272,7 +263,7 @@ class Jvm(Gateway):
                 out[i] = _EXPR_ID.sub("", found)
         return out
 
-    def state_readings(self, nodes: _PlanNodes, session: Any) -> tuple[StateReading, ...]:
+    def state_readings(self, nodes: PlanNodes, session: Any) -> tuple[StateReading, ...]:
         """Every stateful operator of the plan in Spark's numbering (pre-order) with its state
         stores' schemas as ``validateAndMaybeEvolveStateSchema`` builds them, computed from the
         same accessors but never handed to the schema checker, which would write them."""
@@ -395,13 +386,14 @@ class Jvm(Gateway):
         return self._incremental
 
 
-class _PlanNodes:
-    """A streaming plan's JSON nodes, parsed once, and the JVM node at a JSON position: the
-    readers of state and of node texts share one ``SparkPlan.collect``, made where first asked."""
+class PlanNodes:
+    """A plan's JSON nodes, parsed once, and the JVM node at a JSON position: the readers of
+    projections, state and node texts share one ``SparkPlan.collect``, made where first asked."""
 
     def __init__(self, jvm: Jvm, plan: Any, text: str) -> None:
         self._jvm = jvm
         self._plan = plan
+        self.text = text
         self.nodes = json.loads(text)
         self.classes = [str(n.get("class", "")).rsplit(".", 1)[-1] for n in self.nodes]
         self._everything: Any = None

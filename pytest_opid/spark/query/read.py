@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_opid.spark.query.jvm import CACHED, IN_SET, NULL_PROJECTIONS, Jvm, PlanReading
+from pytest_opid.spark.query.jvm import (
+    CACHED,
+    IN_SET,
+    NULL_PROJECTIONS,
+    Jvm,
+    PlanNodes,
+    PlanReading,
+)
 
 _ACCEPTED = "a PySpark DataFrame (batch or streaming) or StreamingQuery of a classic SparkSession"
 
@@ -85,7 +92,7 @@ def read_plan(obj: Any) -> PlanReading:
         text, leaves = jvm.batch_json(plan)
     if NULL_PROJECTIONS in text:  # Spark 3.5: an Expand's projections, one call per expression
         executed = plan if plan is not None else jdf.queryExecution().executedPlan()
-        text = jvm.expand_projections(executed, text)
+        text = jvm.expand_projections(PlanNodes(jvm, executed, text))
     return PlanReading(text, leaves, False, shuffle_partitions=partitions)
 
 
