@@ -23,7 +23,7 @@ from pytest_opid.flink import (
     read_savepoint,
     render_savepoint,
 )
-from pytest_opid.io.registry import load_input, restore_source
+from pytest_opid.io.registry import engine_rules, load_input, restore_source
 from pytest_opid.render.explain import render
 from pytest_opid.render.picture import picture
 from pytest_opid.render.restore import render_restore
@@ -230,10 +230,12 @@ def pin_command(args: argparse.Namespace) -> tuple[int, str]:
         previous = read_savepoint(path)
     else:
         previous = load_input(args.previous)
-        if previous.engine not in ("", "flink"):
+        rules = engine_rules(previous.engine, previous)
+        if not rules.ids_find_state:  # pins are IDs: useless where state is found by position
             raise DocumentError(
-                f"{args.previous}: a {previous.engine} job; setUidHash pins are Flink's "
-                "(Spark keeps state by position: keep the stateful operators in order)"
+                f"{args.previous}: a {rules.name} job; setUidHash pins are Flink's "
+                f"({rules.name.capitalize()} keeps state by position: keep the stateful "
+                "operators in order)"
             )
     lines = pin_lines(previous)
     if not lines:

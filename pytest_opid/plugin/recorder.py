@@ -242,18 +242,16 @@ class Recorder:
         return self._assert_judged(judged)
 
     def _judge(self, entry: Entry) -> Judged:
-        """Read ``entry``'s snapshot and compare it with the recorded fingerprint, once; writes
-        nothing."""
-        from pytest_opid.comparison import compare
-        from pytest_opid.engine_rules import Check
-        from pytest_opid.errors import DocumentError
-        from pytest_opid.io.snapshot import loads
+        """Read ``entry``'s snapshot and judge the recorded fingerprint against it, once
+        (:func:`~pytest_opid.plugin.judge.judge`); writes nothing. Under ``--snapshot-update``
+        any difference is written back, so nothing is compared: only the old snapshot is read,
+        for ``previous=`` and ``--opid-html``."""
         from pytest_opid.plugin.extension import (
             SnapshotPathError,
             TopologySnapshotExtension,
             Unreadable,
         )
-        from pytest_opid.render.explain import render
+        from pytest_opid.plugin.judge import judge
 
         config = self._item.config
         update = bool(config.option.update_snapshots)
@@ -262,7 +260,6 @@ class Recorder:
         name = extension.get_snapshot_name(test_location=self._location, index=entry.key)
         where = relative(location, config.rootpath)
         title = f"Snapshot {name} ({where}):"
-        again = "to replace it, run pytest --snapshot-update"
         text = extension.serialize(entry.fingerprint)
         judged = Judged(entry, text, title, where)
         try:
@@ -275,42 +272,28 @@ class Recorder:
         except OSError as exc:
             judged.failure = f"{title} {exc.filename or where}: {exc.strerror or exc}"
             return judged
-        if recalled == text:
+        judgement = judge(
+            None if recalled is None else str(recalled),
+            text,
+            entry.fingerprint,
+            check=self._check,
+            allow_reinterpreted_state=self._allow_reinterpreted(),
+            exact=update,
+            unreadable=isinstance(recalled, Unreadable),
+            origin=where,
+        )
+        if judgement.kind == "same":
             self._snapshots[entry.key] = entry.fingerprint
             return judged
         judged.write = update  # --snapshot-update: any difference is written back
-        if recalled is None:
-            if not update:
-                judged.failure = (
-                    f"{title}\nno snapshot yet; create it with pytest --snapshot-update"
-                )
-            return judged
-        if isinstance(recalled, Unreadable):
-            if not update:
-                judged.failure = f"{title} {recalled}; {again}"
-            return judged
-        try:
-            old = loads(str(recalled), origin=where)
-        except DocumentError as exc:
-            if not update:
-                judged.failure = f"Snapshot {name}: {exc}; {again}"
-            return judged
-        self._olds[entry.key] = old
-        self._snapshots[entry.key] = old
-        check = self._check or Check.default_for(entry.fingerprint)
-        try:
-            comparison = compare(
-                old, entry.fingerprint, allow_reinterpreted_state=self._allow_reinterpreted()
-            )
-            broken = comparison.breaks(check)
-            if broken and not update:
-                judged.failure = f"{title}\n{render(comparison, check)}"
-        except DocumentError as exc:
-            if not update:
-                judged.failure = f"{title}\n{exc}; recreate it with pytest --snapshot-update"
-            return judged
-        if not broken:
-            judged.comparison = comparison  # passed although the text differs
+        if judgement.old is not None:
+            self._olds[entry.key] = judgement.old
+            self._snapshots[entry.key] = judgement.old
+        if judgement.passes:
+            judged.comparison = judgement.comparison  # passed although the text differs
+        elif not update:  # the message on the title's line, or below it
+            head = {"unreadable": f"{title} ", "damaged": f"Snapshot {name}: "}
+            judged.failure = head.get(judgement.kind, f"{title}\n") + str(judgement.message)
         return judged
 
     def _assert_judged(self, judged: list[Judged]) -> list[str]:
