@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_opid.engine_rules import Check
 from pytest_opid.errors import OpidError
@@ -70,7 +70,6 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
     """
 
     file_extension = "opid"
-    _write_mode = WriteMode.TEXT
     #: what is held stable; ``None``: the job's own default (:meth:`Check.default_for`)
     check: Check | None = None
     exact: bool = False
@@ -86,6 +85,15 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
     delete_failures: ClassVar[list[str]] = []
     #: where those snapshots are: syrupy's summary must not count them as deleted
     kept_locations: ClassVar[list[str]] = []
+
+    @classmethod
+    def get_supported_dataclass(cls) -> type[str]:
+        """Snapshots are text (syrupy's single-file extension asks; its default is bytes)."""
+        return str
+
+    @classmethod
+    def get_write_encoding(cls) -> str:
+        return "utf-8"
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Anything :func:`pytest_opid.fingerprint` accepts, as snapshot text."""

@@ -19,7 +19,12 @@ from pytest_opid.plugin.snapshot_files import (
     collision,
     path_key,
     relative,
-    syrupy_assertion,
+)
+from pytest_opid.plugin.syrupy_compat import (
+    last_result,
+    location_of,
+    new_assertion,
+    syrupy_session,
 )
 
 __all__ = [
@@ -79,15 +84,13 @@ class Recorder:
         self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
             self._check, self._name = marker_options(self._item)
-            if getattr(request.config, "_syrupy", None) is None:  # syrupy's plugin sets it
+            if syrupy_session(request.config) is None:
                 pytest.fail(
                     "@pytest.mark.stable_topology needs syrupy for its snapshots: "
                     "pip install -e '.[pytest]' in the pytest-opid clone",
                     pytrace=False,
                 )
-            from syrupy.location import PyTestLocation
-
-            self._location = PyTestLocation(self._item)
+            self._location = location_of(self._item)
 
     @property
     def recorded(self) -> tuple[Fingerprint, ...]:
@@ -322,8 +325,8 @@ class Recorder:
             assertion.extension.verdict = not j.write
             assertion.extension.text = j.text
             ok = call == entry.fingerprint
-            result = assertion.executions[assertion.num_executions - 1]
-            self._asserted.add(result.snapshot_location)
+            used, exception = last_result(assertion)
+            self._asserted.add(used)
             if ok:
                 if j.comparison is not None and not j.write:
                     old, new = j.comparison.old, j.comparison.new
@@ -338,17 +341,17 @@ class Recorder:
                         self._stale.append(j.where)
                     self._warn_unprotected(j.comparison, j.title)
                 continue
-            if isinstance(result.exception, SnapshotPathError):
-                failures.append(f"{j.title} {result.exception.problem}")
-            elif isinstance(result.exception, OSError):  # syrupy making the folder, say
-                exc = result.exception
-                failures.append(f"{j.title} {exc.filename or j.where}: {exc.strerror or exc}")
+            if isinstance(exception, SnapshotPathError):
+                failures.append(f"{j.title} {exception.problem}")
+            elif isinstance(exception, OSError):  # syrupy making the folder, say
+                where = exception.filename or j.where
+                failures.append(f"{j.title} {where}: {exception.strerror or exception}")
             else:
-                failures.append(f"{j.title}\ncould not be written: {result.exception!r}")
+                failures.append(f"{j.title}\ncould not be written: {exception!r}")
         return failures
 
     def _assertion(self, extension_class: type) -> Any:
-        assertion = syrupy_assertion(self._item, extension_class, self._location)
+        assertion = new_assertion(self._item, extension_class, self._location)
         assertion.extension.check = self._check
         assertion.extension.allow_reinterpreted_state = self._allow_reinterpreted()
         assertion.extension.exact = bool(self._item.config.option.update_snapshots)

@@ -380,3 +380,53 @@ def test_the_engine_name_test_finds_each_form():
     )
     found = engine_name_tests(ast.parse(code), ("flink", "spark"))
     assert [f.split(":")[0] for f in found] == ["1", "2", "3", "4", "6"]
+
+
+def _syrupy_private_names() -> set[str]:
+    """Every ``_name`` (not a dunder) syrupy's installed sources define or set."""
+    import syrupy
+
+    names: set[str] = set()
+    for path in Path(syrupy.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = None
+            if isinstance(node, ast.Attribute):
+                name = node.attr
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                name = node.name
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                name = node.id
+            if name and name.startswith("_") and not name.startswith("__"):
+                names.add(name)
+    return names
+
+
+def test_syrupy_internals_are_touched_in_one_module():
+    """syrupy's state beyond its extension API is read and set in plugin/syrupy_compat.py only
+    (issue 38): elsewhere, syrupy is imported only for the extension's base class, and no
+    syrupy private name is read from an object other than our own (``self``, ``cls``) or
+    spelt as a string (``getattr(config, "_syrupy")``)."""
+    private = _syrupy_private_names()
+    assert {"_syrupy", "_selected_items"} <= private  # the scan sees what syrupy defines
+    offenders = []
+    for name, path in MODULES.items():
+        if _top(name) != "plugin" or name == "pytest_opid.plugin.syrupy_compat":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("syrupy"):
+                base = node.module == "syrupy.extensions.single_file" and [
+                    a.name for a in node.names
+                ] == ["SingleFileSnapshotExtension"]
+                if not base:
+                    offenders.append(f"{name}:{node.lineno} imports {node.module}")
+            elif isinstance(node, ast.Import) and any(
+                a.name.startswith("syrupy") for a in node.names
+            ):
+                offenders.append(f"{name}:{node.lineno} imports syrupy")
+            elif isinstance(node, ast.Attribute) and node.attr in private:
+                owner = node.value
+                if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                    offenders.append(f"{name}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in private:
+                offenders.append(f"{name}:{node.lineno} spells {node.value!r}")
+    assert offenders == []
