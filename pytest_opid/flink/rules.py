@@ -58,7 +58,7 @@ PICTURE_WORDS = EngineWords(
 
 
 class FlinkRules:
-    """Flink's restore rules for :mod:`pytest_opid.io.registry`."""
+    """Flink's restore rules for :mod:`pytest_opid.engines`."""
 
     name = "flink"
     #: Flink restores state by operator ID: snapshots write one per operator

@@ -27,9 +27,10 @@ from typing import Any, ClassVar
 from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
 from pytest_opid.engine_rules import Check
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import OpidError
+from pytest_opid.inputs import fingerprint
 from pytest_opid.io.json import input_limit
-from pytest_opid.io.registry import engine_rules, fingerprint
 from pytest_opid.io.snapshot import dumps
 from pytest_opid.plugin.judge import Judgement, judge
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_opid.engine_rules import EngineRules, EngineWords
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.registry import engine_rules
 from pytest_opid.render.state_meaning import operator_meanings
 from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint
 from pytest_opid.text import plural, printable

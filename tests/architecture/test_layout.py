@@ -25,6 +25,8 @@ LAYERS = (
             "io",
             "result",
             "engine_rules",
+            "engines",
+            "inputs",
             "comparison",
             "restore",
         ),
@@ -323,7 +325,7 @@ def test_no_module_imports_a_private_name_of_another():
 
 
 #: Layers above the engines that draw, test and command every engine alike: they ask an
-#: engine's rules (``pytest_opid.io.registry.engine_rules``: its words, ``ids_find_state``)
+#: engine's rules (``pytest_opid.engines.engine_rules``: its words, ``ids_find_state``)
 #: instead of testing its name.
 ENGINE_BLIND = ("render", "plugin", "cli")
 
@@ -358,7 +360,7 @@ def engine_name_tests(tree: ast.AST, engines: tuple[str, ...]) -> list[str]:
 def test_render_plugin_and_cli_never_test_an_engine_name():
     """render/, plugin/ and cli/ serve every engine through its rules object (issue 38): a new
     engine brings its words and choices, and nothing above the engines changes for it."""
-    from pytest_opid.io.registry import engine_rules
+    from pytest_opid.engines import engine_rules
 
     engines = LAYERS[1][1]
     assert [engine_rules(e).name for e in engines] == list(engines)
