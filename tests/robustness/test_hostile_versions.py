@@ -32,5 +32,5 @@ def test_the_versions_read_before_still_read() -> None:
     assert parse_line("4.0.0-SNAPSHOT") == SparkLine(4, 0)
     assert engine_line("3.5.9+local.1") == SparkLine(3, 5)
     assert engine_line("35") is None and engine_line("3.") is None
-    with pytest.raises(DocumentError, match="not 9.9"):
+    with pytest.raises(DocumentError, match=r"not 9\.9"):
         parse_line("9.9")
