@@ -469,3 +469,60 @@ def test_the_child_cannot_reach_the_test_process_nor_the_spare(barrier_asked: st
     spare = record_processor(Reaching("open_the_spare", os.getpid()))
     assert spare.calls is not None, spare.reason
     assert [call.name for call in spare.calls] == ["opened 0"]
+
+
+def _looping_processor(config: str) -> Any:
+    """A processor (a local class: pickled by value) whose init() reads a file, which the
+    recording refuses, then never returns: as Spark's pre-init worker would run it."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class LoopsInSparksWorker(StatefulProcessor):  # type: ignore[misc]
+        def init(self, handle: Any) -> None:
+            with open(config) as f:
+                f.read()
+            while True:
+                time.sleep(0.01)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            yield from ()
+
+    return LoopsInSparksWorker()
+
+
+@pytest.mark.spark_line("4.3", reason="one line suffices: Spark's runner, not ours, differs")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_sparks_pre_init_worker_runs_under_the_same_limit_and_is_killed(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One time limit over the whole recording: the child refuses init() (it opens a file),
+    Spark's own pre-init worker then runs it for what is left of the limit and is killed with
+    every process the JVM started for it; the fingerprint says so, nothing is left."""
+    import pytest_opid
+    from pytest_opid.spark.isolation import descendants, drop_spare
+
+    monkeypatch.setenv("PYTEST_OPID_INIT_TIMEOUT", "4")
+    config = tmp_path / "state.txt"
+    config.write_text("cnt")
+    (tmp_path / "in").mkdir()
+    frame = (
+        spark.readStream.schema("user LONG, ts TIMESTAMP")
+        .json(str(tmp_path / "in"))
+        .groupBy("user")
+        .transformWithStateInPandas(
+            statefulProcessor=_looping_processor(str(config)),
+            outputStructType="user LONG",
+            outputMode="Update",
+            timeMode="None",
+        )
+    )
+    drop_spare()
+    before = descendants(os.getpid())
+    start = time.monotonic()
+    fp = pytest_opid.fingerprint(frame)
+    took = time.monotonic() - start
+    (state,) = fp.state_operators or ()
+    reason = dict(state.meaning)["could not inspect"]
+    assert f"its init() opens the file '{config}'" in reason
+    assert "Spark's pre-init Python worker failed too (did not return within 4 s; killed)" in reason
+    assert took < 4 + 20, took  # the limit, and the rest of the fingerprint
+    assert _left_behind(before) == set()
