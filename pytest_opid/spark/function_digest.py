@@ -71,6 +71,9 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
+from pytest_opid.spark.transform_with_state import CHILD_PRELOAD, init_timeout
+
 #: Functions and classes of the user's code one digest follows, at most.
 MAX_ENTRIES = 200
 #: Values written per entry, at most (containers' items included).
@@ -888,9 +891,6 @@ def command_digest(command: bytes, timeout: float | None = None) -> FunctionDige
     code, so it is unpickled and digested in a child process
     (:func:`pytest_opid.spark.isolation.run_isolated`, within ``timeout`` seconds: the
     transformWithState ``init`` limit by default); :class:`ValueError` where that fails."""
-    from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
-    from pytest_opid.spark.transform_with_state import CHILD_PRELOAD, init_timeout
-
     registered: dict[str, list[str]] = {}
     size = 0
     for name, entry in list(linecache.cache.items()):

@@ -19,7 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_opid.spark.isolation import phase
-from pytest_opid.spark.transform_with_state import CALL_FIELDS, StateCall
+from pytest_opid.spark.transform_with_state import (
+    CALL_FIELDS,
+    StateCall,
+    class_name,
+    processor_from_command,
+)
 
 
 class _Unrecordable(Exception):
@@ -195,8 +200,6 @@ def record_command(command: bytes) -> dict[str, Any]:
     """In the child (:func:`~pytest_opid.spark.transform_with_state.record_command`): Spark's
     pickled function unpickled here, its stateful processor's ``init`` recorded as
     :func:`record_pickled` does, with ``"class"``: the processor's class name."""
-    from pytest_opid.spark.transform_with_state import class_name, processor_from_command
-
     phase("load")
     processor, _ = processor_from_command(command)
     name = class_name(processor)
