@@ -224,17 +224,39 @@ def test_a_million_entries_are_measured_before_they_are_sorted(kind):
     assert "values past the first 20000 of an entry" in found.uncovered
 
 
-def test_one_parse_per_source_file(tmp_path):
+def test_one_parse_per_source_file(tmp_path, monkeypatch):
     """200 functions of a 4,000-function module: the file read, parsed and indexed once."""
+    import ast
+
     lines = [f"def f{i}(x):\n    return x + {i}\n" for i in range(4_000)]
     lines.append("def root(x):\n    return " + " + ".join(f"f{i}(x)" for i in range(199)) + "\n")
     module = _module(tmp_path / "wide_module.py", "wide_module", "\n".join(lines))
+    parsed: list[str] = []
+    parse = ast.parse
+
+    def counted(source: Any, filename: Any = "<unknown>", *args: Any, **kwargs: Any) -> Any:
+        parsed.append(str(filename))
+        return parse(source, filename, *args, **kwargs)
+
+    walked: list[Any] = []
+    walk = ast.walk
+
+    def counted_walk(node: Any) -> Any:
+        walked.append(type(node).__name__)
+        return walk(node)
+
+    monkeypatch.setattr(ast, "parse", counted)
+    monkeypatch.setattr(ast, "walk", counted_walk)
     try:
-        found, took, _ = _bounded(lambda: digest_of(module.root))
+        start = time.perf_counter()
+        found = digest_of(module.root)
+        took = time.perf_counter() - start
     finally:
         sys.modules.pop("wide_module", None)
     assert found.basis == "source" and not found.uncovered
-    assert took < 8, took  # was 14-54 s: a walk of the whole file per function
+    assert parsed == [str(tmp_path / "wide_module.py")]
+    assert walked == ["Module"]  # the file indexed once, not walked once per function
+    assert took < 20, took  # was 14-54 s: a walk of the whole file per function (3.6 s idle)
 
 
 def _function_in(filename: str) -> Any:
