@@ -327,6 +327,7 @@ def run_isolated(
         request = pickle.dumps(
             {
                 "path": list(sys.path),
+                "modules": _loaded_elsewhere(),
                 "cwd": os.getcwd(),
                 "env": dict(os.environ),
                 "module": module,
@@ -368,6 +369,64 @@ def run_isolated(
             # spare starts once the code and every process it started are gone.
             with contextlib.suppress(OSError):
                 _restock(preload)
+
+
+def _loaded_elsewhere() -> dict[str, tuple[str | None, list[str] | None]]:
+    """The test process's modules outside the installation (test modules, conftest files,
+    the user's code), by file and package path: pytest imports a test module without putting
+    its folder on ``sys.path``, and Spark's pickled functions name such modules. At most
+    10,000."""
+    installed = tuple(
+        os.path.join(os.path.abspath(p), "") for p in {sys.prefix, sys.base_prefix} if p
+    )
+    found: dict[str, tuple[str | None, list[str] | None]] = {}
+    for name, module in list(sys.modules.items()):
+        if len(found) >= 10_000:
+            break
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        file, path = namespace.get("__file__"), namespace.get("__path__")
+        file = file if isinstance(file, str) and file.endswith(".py") else None
+        try:  # a list, or a namespace package's _NamespacePath
+            path = [p for p in path if isinstance(p, str)] if path is not None else None
+        except TypeError:
+            path = None
+        if file is None and not path:
+            continue
+        where = file or (path or [""])[0]
+        if not os.path.abspath(where).startswith(installed):
+            found[name] = (file, path)
+    for name in list(found):  # parents pytest made without a file (importlib mode): empty
+        while "." in name:
+            name = name.rpartition(".")[0]
+            found.setdefault(name, (None, []))
+    return found
+
+
+class _Elsewhere:
+    """In the child, after the usual finders: the test process's modules
+    (:func:`_loaded_elsewhere`) from the files they were loaded from."""
+
+    def __init__(self, modules: dict[str, tuple[str | None, list[str] | None]]) -> None:
+        self.modules = modules
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.machinery
+        import importlib.util
+
+        found = self.modules.get(name)
+        if found is None:
+            return None
+        file, locations = found
+        if file is None:  # a namespace package
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = list(locations or ())
+            return spec
+        return importlib.util.spec_from_file_location(
+            name, file, submodule_search_locations=locations
+        )
 
 
 _barrier = ""
@@ -553,6 +612,7 @@ def serve(preload: tuple[str, ...], parent: int | None = None) -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     sys.path[:] = request["path"]
+    sys.meta_path.append(_Elsewhere(request.get("modules") or {}))
     with contextlib.suppress(OSError):  # the test's folder gone meanwhile: the call says so
         os.chdir(request["cwd"])
     os.environ.clear()
