@@ -430,7 +430,8 @@ class _Elsewhere:
 
 
 _barrier = ""
-#: ``session`` here keeps children out of namespaces (where they misbehave on a platform).
+#: ``session`` here keeps children out of namespaces (where they misbehave on a platform);
+#: ``refused`` makes them as a system that refuses namespaces would (tests).
 BARRIER_VARIABLE = "PYTEST_OPID_ISOLATION"
 
 
@@ -477,7 +478,11 @@ def _to_devnull(*fds: int) -> None:
 
 def _enter_barrier(parent: int) -> str:
     """In a new child, before anything of the user's: what keeps its code from the test
-    process (see the module's docstring). Returns in the process that serves the call."""
+    process (see the module's docstring). Returns in the process that serves the call.
+
+    The namespaces are made by a forked process, never this one: where the system refuses a
+    part of them (an AppArmor policy that leaves a new user namespace without capabilities),
+    that process ends and this one serves the call behind its session, as it was."""
     if not sys.platform.startswith("linux"):
         return "session"
     libc = _libc()
@@ -485,35 +490,56 @@ def _enter_barrier(parent: int) -> str:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the test process ended before the line above
         os._exit(1)
+    if os.environ.get(BARRIER_VARIABLE, "") != "session":
+        level = _namespaces(libc)
+        if level:
+            return level
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return "session"
+
+
+def _namespaces(libc: Any) -> str:
+    """The call served behind new namespaces (returns their level in the serving process;
+    this process then waits and ends as it ended), or ``""`` where they cannot be made."""
     uid, gid = os.getuid(), os.getgid()
+    ready_read, ready_write = os.pipe()
+    status_read, status_write = os.pipe()
+    maker = os.fork()
+    if maker:
+        os.close(ready_write)
+        os.close(status_write)
+        said = os.read(ready_read, 1)
+        os.close(ready_read)
+        if said not in (b"N", b"P"):  # refused: this process serves, as it was
+            os.waitpid(maker, 0)
+            os.close(status_read)
+            return ""
+        _to_devnull(0, 1)  # outside: wait, then end as the namespace's worker ended
+        os.waitpid(maker, 0)
+        data = os.read(status_read, _STATUS.size)
+        _mirror(_STATUS.unpack(data)[0] if len(data) == _STATUS.size else 1 << 8)
+    os.close(ready_read)
+    os.close(status_read)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     try:
-        if os.environ.get(BARRIER_VARIABLE, "") == "session":
-            raise OSError("namespaces not asked for")
+        if os.environ.get(BARRIER_VARIABLE, "") == "refused":  # as a system that refuses them
+            raise OSError("namespaces refused")
         _checked(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS))
         for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1")):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
         with open("/proc/self/gid_map", "w") as f:
             f.write(f"{gid} {gid} 1")
+        init = os.fork()  # the first process of the new PID namespace
     except OSError:
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        return "session"
-    status_read, status_write = os.pipe()
-    life_read, life_write = os.pipe()
-    init = os.fork()
-    if init:  # outside: wait for the namespace, end as its worker ended
-        os.close(status_write)
-        os.close(life_read)
+        os.write(ready_write, b"-")
+        os._exit(0)
+    if init:  # the maker: waits, so that the namespace dies with it (PR_SET_PDEATHSIG)
         _to_devnull(0, 1)
+        os.close(ready_write)
         os.waitpid(init, 0)
-        data = os.read(status_read, _STATUS.size)
-        _mirror(_STATUS.unpack(data)[0] if len(data) == _STATUS.size else 1 << 8)
-    # the namespace's first process: its end ends every process in it
-    os.close(status_read)
-    os.close(life_write)
+        os._exit(0)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if select.select([life_read], [], [], 0)[0]:  # the process outside is gone already
-        os._exit(1)
     level = "namespaces"
     try:
         _checked(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None))
@@ -521,14 +547,20 @@ def _enter_barrier(parent: int) -> str:
         _checked(libc.mount(b"proc", b"/proc", b"proc", flags, None))
     except OSError:
         level = "pid namespace"  # /proc still shows the processes outside
-    worker = os.fork()
+    try:
+        worker = os.fork()
+    except OSError:
+        os.write(ready_write, b"-")
+        os._exit(0)
     if worker == 0:
         os.close(status_write)
-        os.close(life_read)
+        os.close(ready_write)
         _drop_capabilities(libc)
         return level
+    os.write(ready_write, b"N" if level == "namespaces" else b"P")
+    os.close(ready_write)
     _to_devnull(0, 1)
-    while True:
+    while True:  # the namespace's first process: reaps; its end ends every process in it
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
