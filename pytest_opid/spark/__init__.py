@@ -74,22 +74,32 @@ __all__ = [
 
 
 def fingerprint(obj: Any) -> Fingerprint:
-    """The fingerprint of a DataFrame, a streaming DataFrame or a ``StreamingQuery`` (classic
-    or Spark Connect: :mod:`.connect` replays a Connect one's plan)."""
+    """The fingerprint of a DataFrame, a streaming DataFrame, a ``DataStreamWriter`` (its sink
+    and sources recorded too, never started) or a ``StreamingQuery`` (classic or Spark Connect:
+    :mod:`.connect` replays a Connect one's plan)."""
     note = None
     if is_connect(obj):
         obj, note = replay(obj)
-    fp = fingerprint_graph(plan_graph(obj))
+    graph, endpoints = _graph_and_endpoints(obj)
+    fp = fingerprint_graph(graph)
     # the Spark that planned it: its line's restart rules judge a checkpoint it writes
-    return dataclasses.replace(fp, note=note, engine_version=installed_version())
+    return dataclasses.replace(
+        fp, note=note, engine_version=installed_version(), endpoints=endpoints
+    )
 
 
 def plan_graph(obj: Any) -> SparkPlanGraph:
     """Read the physical plan of ``obj`` from the JVM and convert it."""
     if is_connect(obj):
         obj = replay(obj).obj
+    return _graph_and_endpoints(obj)[0]
+
+
+def _graph_and_endpoints(
+    obj: Any,
+) -> tuple[SparkPlanGraph, tuple[tuple[str, str, str], ...] | None]:
     reading = read_plan(obj)
-    return graph_from_plan(
+    graph = graph_from_plan(
         reading.plan_json,
         leaves=reading.leaves,
         streaming=reading.streaming,
@@ -100,6 +110,7 @@ def plan_graph(obj: Any) -> SparkPlanGraph:
         shuffle_partitions=reading.shuffle_partitions,
         schema_check=_schema_check(obj) if reading.streaming else True,
     )
+    return graph, reading.endpoints
 
 
 def _schema_check(obj: Any) -> bool:
@@ -107,6 +118,7 @@ def _schema_check(obj: Any) -> bool:
     (``spark.sql.streaming.stateStore.stateSchemaCheck``, a session conf the checkpoint does
     not keep). A query's own session is read through its JVM object."""
     try:
+        obj = getattr(obj, "_df", obj)  # a DataStreamWriter: its DataFrame's session
         session = getattr(obj, "sparkSession", None)
         if session is not None:
             value = session.conf.get(SCHEMA_CHECK, "true")
@@ -160,7 +172,7 @@ def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
     """``program``'s fingerprint planned with the state schema widening set to ``widened``
     (``"true"``/``"false"``), its session's setting restored after; ``None`` where the
     installed Spark has no such setting or the program no session."""
-    session = getattr(program, "sparkSession", None)
+    session = getattr(getattr(program, "_df", program), "sparkSession", None)
     if session is None or installed_line() < feature_line(WIDENING):
         return None
     before = session.conf.get(ALWAYS_NULLABLE, None)
@@ -210,7 +222,8 @@ def register() -> None:
             "pyspark",
             lambda obj: _top_module(obj) == "pyspark",
             lambda obj, chaining: fingerprint(obj),
-            "a PySpark DataFrame (batch or streaming) or StreamingQuery, classic or Spark Connect",
+            "a PySpark DataFrame (batch or streaming), DataStreamWriter or StreamingQuery, "
+            "classic or Spark Connect",
         )
     )
     register_hint(_pandas_hint)
