@@ -141,8 +141,9 @@ def _pandas_hint(obj: Any) -> str | None:
 
 
 def _is_checkpoint(path: Path) -> bool:
-    """A Structured Streaming checkpoint directory: its ``metadata`` file and offset log."""
-    return path.is_dir() and (path / "offsets").is_dir() and (path / "metadata").is_file()
+    """A Structured Streaming checkpoint directory: its offset log (and ``metadata`` file,
+    whose absence beside an offset log Spark refuses: the restart check says so)."""
+    return path.is_dir() and (path / "offsets").is_dir()
 
 
 def _check_checkpoint(path: Path, new: Fingerprint, allow_non_restored_state: bool) -> RestoreCheck:

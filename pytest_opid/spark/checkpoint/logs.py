@@ -35,10 +35,13 @@ _FILE_SOURCE_LOG_VERSION = 1
 _MAX_LOG_BATCHES = 1_000_000  # file source log batches one query batch may span
 
 
-def read_query_id(r: CheckpointReader) -> str:
-    # StreamMetadata: the file `metadata`, {"id": "<query id>"}.
+def read_query_id(r: CheckpointReader) -> str | None:
+    # StreamMetadata: the file `metadata`, {"id": "<query id>"}. None where it is missing
+    # beside an offset log: Spark refuses such a checkpoint (the restart check says so).
     rel = "metadata"
     if not r.is_file(rel):
+        if r.is_dir("offsets"):
+            return None
         r.fail(rel, "missing: not a Spark streaming checkpoint (no stream metadata file)")
     obj = r.json(rel, r.read_text(rel), "the stream metadata")
     if not isinstance(obj, dict):

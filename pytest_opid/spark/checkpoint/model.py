@@ -166,7 +166,8 @@ class Checkpoint:
     """
 
     path: str
-    query_id: str
+    #: the query id of ``metadata``; ``None`` where that file is missing beside an offset log
+    query_id: str | None
     offset_log_version: int | None
     last_batch: int | None
     last_committed_batch: int | None
