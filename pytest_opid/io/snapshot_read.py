@@ -33,6 +33,7 @@ from pytest_opid.io.snapshot_cells import (
 from pytest_opid.io.snapshot_format import (
     DETAILS,
     END,
+    ENDPOINTS,
     HEADER,
     HEADERS,
     IDS,
@@ -46,7 +47,6 @@ from pytest_opid.io.snapshot_format import (
     SETTINGS,
     SINCE,
     SOURCES,
-    ENDPOINTS,
     STAGES,
     STATES,
     STORES,
@@ -296,7 +296,11 @@ class _Reader:
         elif section == ENDPOINTS and self.endpoints is not None:
             arity(cells, 3, where)
             self.endpoints.append(
-                (string_cell(cells, 0, where), string_cell(cells, 1, where), string_cell(cells, 2, where))
+                (
+                    string_cell(cells, 0, where),
+                    string_cell(cells, 1, where),
+                    string_cell(cells, 2, where),
+                )
             )
         else:
             raise DocumentError(f"{where}: a row outside the [operators] section")

@@ -24,7 +24,7 @@ from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateO
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
 from pytest_opid.spark.restart.verdict import check_fingerprint
 from pytest_opid.spark.source_entries import short_source
-from pytest_opid.spark.words import KIND_WORDS, RECORD_AFTER, other_version
+from pytest_opid.spark.words import KIND_WORDS, NEW_LOCATION_EFFECTS, RECORD_AFTER, other_version
 from pytest_opid.text import plural, quote
 
 #: Rows listed per section of an explanation; ``opid diff --json`` has them all.
@@ -432,7 +432,8 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
             return out + first[first.index("Fix:") + 1 :] + after
     if loses:
         out += _restart_fixes(c) or [
-            "  - run the changed query on a new checkpoint location (its state starts empty)",
+            "  - run the changed query on a new checkpoint location: its state starts empty, "
+            + NEW_LOCATION_EFFECTS,
         ]
     restaged = c.mode != "batch" or bool(_diffs(c).stages)
     if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch") and restaged:
