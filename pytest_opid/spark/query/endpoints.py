@@ -170,11 +170,13 @@ def _row_function(jvm: Any, row_writer: Any) -> str:
         return "?"
 
 
-def source_rows(jvm: Any, analyzed: Any) -> tuple[tuple[str, str, str], ...]:
+def source_rows(jvm: Any, analyzed: Any, session: Any = None) -> tuple[tuple[str, str, str], ...]:
     """The options of the query's sources in offset-log order (the streaming leaves of the
     analyzed plan, left to right, as :meth:`Jvm.sources` numbers them): a file source's
     format, path, schema and options (latestFirst, maxFileAge, cleanSource...), a V2 source's
-    provider class and options (rate, Kafka, a Python data source), secrets redacted."""
+    provider class and options (rate, Kafka, a Python data source), secrets redacted. A Python
+    data source's offset layout (the keys of its reader's ``initialOffset()``, as Spark calls
+    it when the query starts) is recorded where ``session`` finds its class."""
     leaves = analyzed.collectLeaves()
     rows: list[tuple[str, str, str]] = []
     position = 0
@@ -204,9 +206,44 @@ def source_rows(jvm: Any, analyzed: Any) -> tuple[tuple[str, str, str], ...]:
             options = _scala_map(jvm, leaf.extraOptions())
             if "path" in {k.lower() for k in options}:
                 facts.append(("path", next(v for k, v in options.items() if k.lower() == "path")))
+            python = (
+                provider.isDefined()
+                and provider.get().getClass().getSimpleName() == "PythonDataSourceV2"
+            )
+            if session is not None and python:
+                keys = _python_offset_keys(jvm, session, str(leaf.sourceName()), options)
+                if keys is not None:
+                    facts.append(("offset keys", keys))
         facts += option_facts(options)
         rows += [(label, fact, value) for fact, value in facts]
     return tuple(rows)
+
+
+def _python_offset_keys(jvm: Any, session: Any, name: str, options: dict[str, str]) -> str | None:
+    """The keys of a Python streaming data source's ``initialOffset()``: its class found in
+    the session's data source manager (``UserDefinedPythonDataSource``, the pickled class
+    ``spark.dataSource.register`` keeps), made with the query's options as Spark makes it.
+    ``None`` where it cannot be (the user's code failing included: it runs at start anyway)."""
+    try:
+        from pyspark.serializers import CPickleSerializer  # lazy: pyspark is optional
+
+        found = session.sessionState().dataSourceManager().lookupDataSource(name)
+        command = found.dataSourceCls().command()
+        if not isinstance(command, (bytes, bytearray)):
+            tag = getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
+            command = command.toArray(tag)
+        loaded = CPickleSerializer().loads(bytes(command))
+        cls = loaded[0] if isinstance(loaded, tuple) else loaded
+        source = cls(dict(options))
+        schema = source.schema()
+        try:
+            reader = source.streamReader(schema)
+        except NotImplementedError:
+            reader = source.simpleStreamReader(schema)
+        offset = reader.initialOffset()
+    except Exception:  # the user's code, or a Spark without Python data sources
+        return None
+    return ", ".join(sorted(map(str, offset))) if isinstance(offset, dict) else None
 
 
 #: A started query's sink, by the simple name of its class: the kind recorded.

@@ -59,7 +59,9 @@ def read_plan(obj: Any) -> PlanReading:
         jdf = writing.frame._jdf
         analyzed = jdf.queryExecution().analyzed()
         reading = _streaming_reading(jvm, jdf.sparkSession(), analyzed, writing.output_mode)
-        written = source_rows(jvm.jvm, analyzed) + tuple((SINK, f, v) for f, v in writing.facts)
+        written = source_rows(jvm.jvm, analyzed, jdf.sparkSession()) + tuple(
+            (SINK, f, v) for f, v in writing.facts
+        )
         return reading._replace(output_mode_known=True, endpoints=written)
     if isinstance(obj, StreamingQuery):
         jvm = Jvm.get()
@@ -69,7 +71,7 @@ def read_plan(obj: Any) -> PlanReading:
         reading = _streaming_reading(jvm, session, analyzed, execution.outputMode())
         rows: tuple[tuple[str, str, str], ...] | None
         try:
-            rows = source_rows(jvm.jvm, analyzed) + query_sink_rows(execution)
+            rows = source_rows(jvm.jvm, analyzed, session) + query_sink_rows(execution)
         except Exception:  # py4j: a query this Spark version keeps differently
             rows = None
         return reading._replace(output_mode_known=True, endpoints=rows)

@@ -285,9 +285,11 @@ def _read_again(
 # -- the same checkpoint ------------------------------------------------------------------------
 
 
-def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> None:
+def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str, ...]:
     """The restart on the same checkpoint: the checkpoint's own files, the file sink's log,
-    and what changed at the sink and the sources against the previous fingerprint."""
+    and what changed at the sink and the sources against the previous fingerprint. Returns
+    what was checked (for :attr:`RestoreCheck.verified`); a sink not recorded (a DataFrame)
+    is not among it."""
     if checkpoint is not None and checkpoint.query_id is None:
         found.problem(
             "checkpoint",
@@ -303,7 +305,8 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> None:
             name="metadata",
         )
     new = endpoints_of(found.new.endpoints)
-    if new is None or new.sink is None:
+    old = endpoints_of(found.old.endpoints)
+    if (new is None or new.sink is None) and old is not None and old.sink is not None:
         found.warn(
             "sink",
             "The new fingerprint records no sink (a DataFrame: record its DataStreamWriter, "
@@ -312,16 +315,33 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> None:
             "changed output path or partitionBy, a new checkpoint location lose or repeat "
             "rows without a word from Spark.",
         )
+    if new is None or new.sink is None:
+        return ()
     on_disk = False
     if checkpoint is not None and new is not None and new.sink_kind == "file":
         on_disk = _file_sink_on_disk(found, new, checkpoint)
-    old = endpoints_of(found.old.endpoints)
-    if old is not None and new is not None:
+    if old is not None:
         _sink_changes(found, old, new, on_disk)
         _output_mode(found, old, new)
         _source_changes(found, old, new)
-    if checkpoint is not None and new is not None:
+    elif checkpoint is not None and any(
+        s.kind in AGGREGATIONS for s in found.new.state_operators or ()
+    ):
+        found.unverify(
+            "outputMode",
+            f"The checkpoint keeps no output mode: whether the new query's "
+            f"{new.sink.get('outputMode', '?')} mode is the one that wrote it was not "
+            "checked (update -> append on an aggregation emits its rows again; append -> "
+            "update emits partial rows). Pass the previous query's fingerprint "
+            "(--previous-fingerprint) to have it compared.",
+            name="outputMode",
+        )
+    if checkpoint is not None:
         _offsets_against(found, new, checkpoint)
+    checked = ["sink", "source options"]
+    if on_disk:
+        checked.append("the file sink's _spark_metadata log")
+    return tuple(checked)
 
 
 def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> bool:
@@ -609,6 +629,25 @@ def _offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) ->
             )
         elif fmt == "kafka" and isinstance(value, dict):
             _kafka_offsets(found, new, position, value)
+        elif "offset keys" in facts and isinstance(value, dict):
+            keys = ", ".join(sorted(map(str, value)))
+            if keys != facts["offset keys"]:
+                found.reinterpret(
+                    RESULTS_CHANGED,
+                    f"Rows lost or duplicated: source {position} ({printable(fmt or '?')}, a "
+                    f"Python data source) now starts from offsets with the keys "
+                    f"({facts['offset keys']}), and the checkpoint holds its offset "
+                    f"{printable(saved.offset or '-')} (keys {keys}): {found.spark} hands "
+                    "the reader the checkpoint's offset as it is; a reader that does not "
+                    "find its keys there fails, or reads from a default position again "
+                    "(rows duplicated) or skips ahead (rows lost).\n"
+                    "Fix:\n"
+                    "  - keep the offset's layout (its keys) as the checkpoint has it, or read "
+                    "the old layout too and convert it\n"
+                    "  - or run the changed query on a new checkpoint location: its state "
+                    "starts empty, " + NEW_LOCATION_EFFECTS,
+                    name=str(position),
+                )
         elif saved.files and "path" in facts and _is_glob(facts["path"]):
             pattern = facts["path"]
             outside = [f for f in saved.files if not _glob_matches(pattern, f)]

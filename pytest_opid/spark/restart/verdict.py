@@ -290,7 +290,7 @@ def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreChec
     else:
         check_sources(found)
         check_state(found)
-        check_endpoints(found, checkpoint)
+        endpoints = check_endpoints(found, checkpoint)
         if not found.nullability_exact and found.new_ops:
             made_with = found.new.engine_version or "installed"
             found.warn(
@@ -306,6 +306,7 @@ def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreChec
         old = found.old
         if old.from_checkpoint:
             verified = ("sources", "stateful operators", "state schemas", "state field names")
+            verified += endpoints
             if old.with_plan:
                 verified += ("state meaning (from the previous fingerprint)",)
         else:
@@ -314,6 +315,7 @@ def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreChec
                 "stateful operators",
                 "state schemas (as the previous fingerprint records them)",
                 "state meaning",
+                *endpoints,
             )
     return RestoreCheck(
         ENGINE,
