@@ -73,7 +73,10 @@ def _scala_map(jvm: Any, value: Any) -> dict[str, str]:
     elif name == "CaseInsensitiveStringMap":
         value = value.asCaseSensitiveMap()
     if not jvm.java.util.Map._java_lang_class.isInstance(value):  # a Scala map
-        value = jvm.scala.jdk.javaapi.CollectionConverters.asJava(value)
+        try:  # Scala 2.13 (Spark 4)
+            value = jvm.scala.jdk.javaapi.CollectionConverters.asJava(value)
+        except Exception:  # py4j: Scala 2.12 (PySpark 3.5's build)
+            value = jvm.scala.collection.JavaConverters.mapAsJavaMapConverter(value).asJava()
     return {str(k): str(v) for k, v in dict(value).items()}
 
 

@@ -55,13 +55,17 @@ def read_plan(obj: Any) -> PlanReading:
 
     if is_writer(obj):
         jvm = Jvm.get()
-        writing = read_writer(obj)
-        jdf = writing.frame._jdf
+        jdf = obj._df._jdf
         analyzed = jdf.queryExecution().analyzed()
+        try:
+            writing = read_writer(obj)
+            written = source_rows(jvm.jvm, analyzed, jdf.sparkSession()) + tuple(
+                (SINK, f, v) for f, v in writing.facts
+            )
+        except Exception:  # py4j: a writer this Spark version keeps differently
+            reading = _streaming_reading(jvm, jdf.sparkSession(), analyzed, None)
+            return reading  # as its DataFrame: no sink recorded (the verdict says so)
         reading = _streaming_reading(jvm, jdf.sparkSession(), analyzed, writing.output_mode)
-        written = source_rows(jvm.jvm, analyzed, jdf.sparkSession()) + tuple(
-            (SINK, f, v) for f, v in writing.facts
-        )
         return reading._replace(output_mode_known=True, endpoints=written)
     if isinstance(obj, StreamingQuery):
         jvm = Jvm.get()
