@@ -50,7 +50,8 @@ def parser(version: str) -> argparse.ArgumentParser:
         "--spark",
         metavar="MODULE:FUNCTION",
         default=None,
-        help="fingerprint the DataFrame, streaming DataFrame or StreamingQuery that "
+        help="fingerprint the DataFrame, streaming DataFrame, DataStreamWriter (its sink "
+        "and sources recorded too) or StreamingQuery that "
         "FUNCTION(spark, *ARGS) returns (MODULE is imported from the current directory)",
     )
     fp.add_argument(

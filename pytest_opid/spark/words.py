@@ -124,6 +124,9 @@ KIND_WORDS = {
     "state_config": "the state settings of state/{n}",
     "state_operators": "the stateful operators",
     "sources": "the sources",
+    "sink": "the sink",
+    "checkpoint": "the checkpoint's own files",
+    "outputMode": "the output mode",
 }
 
 

@@ -106,3 +106,32 @@ def test_the_writer_still_starts(source: Any, tmp_path: Path) -> None:
     query = writer.start()
     query.awaitTermination(60)
     assert (tmp_path / "out" / "_spark_metadata" / "0").is_file()
+
+
+@pytest.mark.spark_line("4.3", reason="one line is enough for the plugin's path")
+def test_opid_record_takes_a_writer_and_a_moved_sink_fails(
+    pytester: pytest.Pytester, spark: Any
+) -> None:
+    """``opid.record(writer)`` snapshots the sink; moving the file sink's path on the same
+    checkpoint (the guide: not allowed) fails the marked test, in one changed snapshot line."""
+    module = """
+import pytest
+
+OUT = "{out}"
+
+@pytest.mark.stable_topology
+def test_job(opid, spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    frame = spark.readStream.schema("id INT").json(str(tmp_path / "in"))
+    opid.record(frame.writeStream.format("parquet").option("path", str(tmp_path / OUT))
+                .option("checkpointLocation", str(tmp_path / "ckpt")))
+"""
+    pytester.makepyfile(test_sink=module.format(out="out"))
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
+    snapshot = next(pytester.path.rglob("*.opid"))
+    before = snapshot.read_text(encoding="utf-8")
+    assert '"…/out"' in before and "[sinks and sources]" in before
+    pytester.makepyfile(test_sink=module.format(out="out2"))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert "path changed" in result.stdout.str()
