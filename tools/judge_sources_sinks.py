@@ -140,12 +140,12 @@ def _cli(case: dict[str, Any], ckpt: str, tmp: Path) -> Any:
     )
     with saved.open("w") as out:
         subprocess.run(
-            [sys.executable, "-m", "pytest_opid.cli", "fingerprint", "--spark", "b_entry:build",
+            [str(Path(sys.executable).parent / "opid"), "fingerprint", "--spark", "b_entry:build",
              "--json", *conf],
             check=True, stdout=out, env=env, cwd=tmp,
         )  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_opid.cli", "check-restore", ckpt, str(saved), "--json"],
+        [str(Path(sys.executable).parent / "opid"), "check-restore", ckpt, str(saved), "--json"],
         capture_output=True, text=True, env=env, cwd=tmp,
     )  # fmt: skip
     data = json.loads(done.stdout)
