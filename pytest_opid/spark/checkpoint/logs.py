@@ -236,6 +236,14 @@ def read_sources(
         if _file_source_log_offset(offset) is not None:
             end = _file_source_log_offset(committed.get(source_id))
             start = _file_source_log_offset(before.get(source_id))
+            if (
+                end is not None
+                and safe_component(source_id)
+                and not r.is_dir(f"sources/{source_id}")
+            ):
+                # the log folder is gone: Spark fails the restart (the restart check says so)
+                out.append(SourceOffset(position, source_id, offset, None, log_missing=end))
+                continue
             files = (
                 ()
                 if end is None

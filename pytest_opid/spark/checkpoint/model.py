@@ -47,6 +47,9 @@ class SourceOffset:
     source_id: str
     offset: str | None
     files: tuple[str, ...] | None = None
+    #: a file source whose log folder ``sources/<source_id>`` is missing: the log batch its
+    #: last committed batch ended at (Spark cannot list that batch's files again)
+    log_missing: int | None = None
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,8 @@ class SinkLog:
     formats: frozenset[str] = frozenset()
     partitions: tuple[str, ...] = ()
     unlogged: int = 0
+    #: logged data files (of the log's last file) that are not in the folder any more
+    missing: int = 0
 
 
 def local_path(location: str) -> str | None:
@@ -141,6 +143,7 @@ def read_sink_log(location: str) -> SinkLog | None:
         files=files,
         formats=formats,
         partitions=_partition_columns(files),
+        missing=sum(1 for p in files if (q := local_path(p)) is not None and not os.path.exists(q)),
     )
 
 

@@ -112,6 +112,7 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
         )
     if checkpoint is not None:
         offsets_against(found, new, checkpoint)
+        _checkpoint_state(found, new, checkpoint)
     checked = ["sink", "source options"]
     if on_disk:
         checked.append("the file sink's _spark_metadata log")
@@ -174,6 +175,15 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
             "and readers of the folder do not see them." + _FIX_SINK,
             name="sink",
         )
+    if log.missing:
+        found.reinterpret(
+            RESULTS_CHANGED,
+            f"Results changed: {log.missing} data files the log {shown}/_spark_metadata lists "
+            f"are gone from the folder: {found.spark} appends the next batches to the log, and "
+            "spark.read of the folder fails (java.io.FileNotFoundException) or, with "
+            "ignoreMissingFiles, silently misses those rows." + _FIX_SINK,
+            name="sink",
+        )
     fmt = new.sink.get("format")
     if log.formats and fmt and fmt not in log.formats:
         found.reinterpret(
@@ -196,6 +206,46 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
             name="sink",
         )
     return True
+
+
+def _checkpoint_state(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> None:
+    """What the checkpoint's own logs make Spark do with the new sink: a memory sink that
+    cannot recover (``MemorySink``: only in complete mode), a batch planned but not committed
+    (run again: its rows handed to the sink a second time)."""
+    assert new.sink is not None
+    kind = new.sink_kind
+    last, committed = checkpoint.last_batch, checkpoint.last_committed_batch
+    if kind == "memory" and new.sink.get("outputMode") != "complete" and last is not None:
+        found.problem(
+            "sink",
+            f'{found.spark} refuses to start the query with AnalysisException: "This query '
+            "does not support recovering from checkpoint location. Delete "
+            f'{checkpoint.path}/offsets to start over." A memory sink recovers from a '
+            "checkpoint only in complete mode.\n"
+            "Fix:\n"
+            '  - use outputMode("complete") (an aggregation), or another sink on this '
+            "checkpoint\n"
+            "  - or run the query on a new checkpoint location: its state starts empty, "
+            + NEW_LOCATION_EFFECTS,
+            name="sink",
+        )
+    if (
+        last is not None
+        and (committed is None or last > committed)
+        and kind in ("foreachBatch", "foreach", "console", "kafka")
+    ):
+        found.reinterpret(
+            ROWS_DUPLICATED,
+            f"Rows duplicated: the checkpoint's offset log has batch {last} and its commit log "
+            f"{'nothing' if committed is None else f'only up to batch {committed}'}: "
+            f"{found.spark} runs batch {last} again with the same offsets, and the {kind} sink "
+            "is handed its rows a second time (the old query may have written them before it "
+            "stopped).\n"
+            "Fix:\n"
+            f"  - make the {kind} writer idempotent by batch id (skip or overwrite batch "
+            f"{last}'s rows), or delete what batch {last} wrote before the restart",
+            name="sink",
+        )
 
 
 def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool) -> None:
@@ -245,11 +295,17 @@ def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool
                     name="sink",
                 )
     if was in ("foreachBatch", "foreach") and old.sink.get("function") != new.sink.get("function"):
-        found.warn(
-            "sink",
-            f"The {was} function changed ({old.sink.get('function')} -> "
-            f"{new.sink.get('function')}): allowed; the batches after the restart are written "
-            "by the new code, the rows written before stay as the old code wrote them.",
+        found.reinterpret(
+            RESULTS_CHANGED,
+            f"Results changed: the {was} function changed ({old.sink.get('function')} -> "
+            f"{new.sink.get('function')}). The guide allows it, and its meaning is the code's: "
+            "the batches after the restart are written by the new code (another table or "
+            "folder, other rows), the rows written before stay as the old code wrote them.\n"
+            "Fix:\n"
+            "  - if the new code writes the same rows to the same place as the old, accept the "
+            "change: pytest --snapshot-update (opid check-restore: "
+            "--allow-reinterpreted-state)\n"
+            "  - or keep the function as it was on this checkpoint",
             name="sink",
         )
     if was == "memory" and old.sink.get("queryName") != new.sink.get("queryName"):

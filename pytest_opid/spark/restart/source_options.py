@@ -100,6 +100,20 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
             continue
         saved = checkpoint.sources[position]
         fmt = facts.get("format")
+        if saved.log_missing is not None:
+            found.problem(
+                "sources",
+                f"{found.spark} stops the restarted query with java.lang.IllegalStateException: "
+                f"\"batch {saved.log_missing} doesn't exist\": the checkpoint's file source log "
+                f"sources/{saved.source_id} is missing, and Spark lists the files of the last "
+                "committed batch again from it when the query restarts.\n"
+                "Fix:\n"
+                f"  - restore the checkpoint's sources/{saved.source_id} folder from a backup\n"
+                "  - or run the query on a new checkpoint location: its state starts empty, "
+                + NEW_LOCATION_EFFECTS,
+                name=str(position),
+            )
+            continue
         value = _json(saved.offset)
         if fmt == "rate-micro-batch" and isinstance(value, int):
             found.problem(
