@@ -81,3 +81,18 @@ def test_a_malformed_log_file_is_one_line_naming_it(tmp_path: Path) -> None:
         read_sink_log(str(tmp_path / "out"))
     assert "_spark_metadata/0" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_logged_files_gone_from_the_folder_are_counted(tmp_path: Path) -> None:
+    log_dir = tmp_path / "out" / "_spark_metadata"
+    log_dir.mkdir(parents=True)
+    kept = tmp_path / "out" / "part-0.c000.json"
+    kept.write_text("{}\n")
+    entries = [
+        {"path": f"file:{path}", "size": 3, "isDir": False, "modificationTime": 1,
+         "blockReplication": 1, "blockSize": 1, "action": "add"}
+        for path in (kept, tmp_path / "out" / "part-1.c000.json")
+    ]  # fmt: skip
+    (log_dir / "0").write_text("v1\n" + "\n".join(map(json.dumps, entries)) + "\n")
+    log = read_sink_log(str(tmp_path / "out"))
+    assert log is not None and log.missing == 1 and log.latest == 0
