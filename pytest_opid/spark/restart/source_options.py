@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import local_path
 from pytest_opid.spark.restart.endpoints import (
     RESULTS_CHANGED,
     ROWS_DUPLICATED,
+    ROWS_LOST,
     Endpoints,
 )
 from pytest_opid.spark.restart.findings import Findings
@@ -35,9 +37,25 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
     topics, a rate's rows) may not."""
     for position, facts in sorted(new.sources.items()):
         before = old.sources.get(position)
-        if before is None or before.get("format") != facts.get("format"):
-            continue  # another source: the source checks say what Spark does
+        if before is None:
+            continue
         fmt = facts.get("format")
+        if before.get("format") != fmt:
+            if "path" in facts and before.get("path") == facts.get("path"):
+                found.reinterpret(
+                    RESULTS_CHANGED,
+                    f"Results changed: source {position} reads {printable(facts['path'])} as "
+                    f"{fmt} instead of {before.get('format')}: Spark does not check it; files "
+                    "already in its log are not read again, and the new format parses the "
+                    "files that come (old-format files read as the new format give wrong or "
+                    "null rows).\n"
+                    "Fix:\n"
+                    "  - read the new format from a new folder in a new query, on its own "
+                    "checkpoint location",
+                    name=str(position),
+                )
+            continue  # another source: the source checks say what Spark does
+        _schema_change(found, position, before.get("schema"), facts.get("schema"))
         for fact in sorted(set(facts) | set(before)):
             a, b = before.get(fact), facts.get(fact)
             key = fact.removeprefix("option ").lower()
@@ -67,6 +85,18 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
                     "  - read the new topic in a new query, on its own checkpoint location",
                     name=str(position),
                 )
+            elif key == "maxfileage" and b is not None:
+                found.reinterpret(
+                    ROWS_LOST,
+                    f"Rows lost: source {position} ({fmt}) now sets maxFileAge {b} (was "
+                    f"{a or 'the default, 7 days'}): from the restart on, a file older than "
+                    "that before the newest file Spark has seen is skipped without a word (a "
+                    "late file, a backfill).\n"
+                    "Fix:\n"
+                    "  - keep maxFileAge as it was, or move late files in with a fresh "
+                    "modification time",
+                    name=str(position),
+                )
             elif key in ("maxfileage", "latestfirst", "filenameonly", "startingoffsets",
                          "failondataloss", "cleansource", "sourcearchivedir"):  # fmt: skip
                 found.warn(
@@ -75,6 +105,44 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
                     + _SOURCE_OPTION_WORDS.get(key, "allowed; it applies from the restart on."),
                     name=str(position),
                 )
+
+
+def _fields(schema: str | None) -> list[tuple[str, str]] | None:
+    """The top-level ``(name, type)`` fields of a ``struct<a:int,b:string>`` simpleString."""
+    if not schema or not schema.startswith("struct<") or not schema.endswith(">"):
+        return None
+    body, fields, depth, start = schema[7:-1], [], 0, 0
+    for i, c in enumerate(body + ","):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        elif c == "," and depth == 0:
+            name, _, kind = body[start:i].partition(":")
+            fields.append((name, kind))
+            start = i + 1
+    return fields
+
+
+def _schema_change(found: Findings, position: int, was: str | None, now: str | None) -> None:
+    """A file source's schema: fields added at the end read as null from old files (fine); a
+    field renamed, retyped or removed reads the files still to come with another meaning."""
+    before, after = _fields(was), _fields(now)
+    if before is None or after is None or before == after[: len(before)]:
+        return
+    gone = [f"{n} {k}" for n, k in before if (n, k) not in after]
+    found.reinterpret(
+        RESULTS_CHANGED,
+        f"Results changed: source {position}'s schema changed from {printable(was or '-')} to "
+        f"{printable(now or '-')} (no longer: {', '.join(gone) or 'the same order'}): Spark "
+        "does not check a file source's schema at restart; files written with the old fields "
+        "are read with the new ones (a renamed column reads as null, a retyped one as null or "
+        "another value).\n"
+        "Fix:\n"
+        "  - keep the source's fields and add new ones at the end, or rename the column after "
+        "reading it (withColumnRenamed)",
+        name=str(position),
+    )
 
 
 _SOURCE_OPTION_WORDS = {
@@ -151,6 +219,19 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     "starts empty, " + NEW_LOCATION_EFFECTS,
                     name=str(position),
                 )
+        elif saved.files and "path" in facts and _gone(saved.files):
+            gone = _gone(saved.files)
+            found.reinterpret(
+                ROWS_DUPLICATED,
+                f"Rows duplicated: {len(gone)} of the files the checkpoint's last batch read "
+                f"from source {position} are no longer where it read them "
+                f"({printable(gone[0])}). Spark knows files by their full path: moved or "
+                "renamed under the source path, they are read again as new files.\n"
+                "Fix:\n"
+                "  - leave read files where they are (or archive them with "
+                'cleanSource="archive" / "delete", which Spark does after a batch)',
+                name=str(position),
+            )
         elif saved.files and "path" in facts and _is_glob(facts["path"]):
             pattern = facts["path"]
             outside = [f for f in saved.files if not _glob_matches(pattern, f)]
@@ -210,6 +291,17 @@ def _json(text: str | None) -> object:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def _gone(files: tuple[str, ...]) -> list[str]:
+    """The files of a source log that are not on this machine's file system at their path
+    (remote paths are not looked at)."""
+    out = []
+    for f in files:
+        local = local_path(f)
+        if local is not None and not os.path.exists(local):
+            out.append(f)
+    return out
 
 
 def _is_glob(path: str) -> bool:
