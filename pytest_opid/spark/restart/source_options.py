@@ -219,7 +219,12 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     "starts empty, " + NEW_LOCATION_EFFECTS,
                     name=str(position),
                 )
-        elif saved.files and "path" in facts and _gone(saved.files):
+        elif (
+            saved.files
+            and "path" in facts
+            and (new.option(position, "cleanSource") or "off").lower() == "off"
+            and _gone(saved.files)
+        ):
             gone = _gone(saved.files)
             found.reinterpret(
                 ROWS_DUPLICATED,
