@@ -41,7 +41,8 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
             continue
         fmt = facts.get("format")
         if before.get("format") != fmt:
-            if "path" in facts and before.get("path") == facts.get("path"):
+            file_sources = "class" not in facts and "class" not in before
+            if file_sources and "path" in facts and before.get("path") == facts.get("path"):
                 found.reinterpret(
                     RESULTS_CHANGED,
                     f"Results changed: source {position} reads {printable(facts['path'])} as "
