@@ -35,8 +35,9 @@ __all__ = ["SparkRestore", "is_checkpoint"]
 
 
 def is_checkpoint(path: Path) -> bool:
-    """A Structured Streaming checkpoint directory: its ``metadata`` file and offset log."""
-    return path.is_dir() and (path / "offsets").is_dir() and (path / "metadata").is_file()
+    """A Structured Streaming checkpoint directory: its offset log (and ``metadata`` file,
+    whose absence beside an offset log Spark refuses: the restart check says so)."""
+    return path.is_dir() and (path / "offsets").is_dir()
 
 
 class SparkRestore:
@@ -97,7 +98,7 @@ def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
     """``program``'s fingerprint planned with the state schema widening set to ``widened``
     (``"true"``/``"false"``), its session's setting restored after; ``None`` where the
     installed Spark has no such setting or the program no session."""
-    session = getattr(program, "sparkSession", None)
+    session = getattr(getattr(program, "_df", program), "sparkSession", None)
     if session is None or installed_line() < feature_line(WIDENING):
         return None
     before = session.conf.get(ALWAYS_NULLABLE, None)

@@ -11,24 +11,38 @@ from pytest_opid.spark.versions import WIDENING, engine_line, feature_line
 from pytest_opid.spark.vocabulary import GROUPING_KEY, KIND_BY_NAME
 from pytest_opid.text import printable, quote
 
+#: What a new checkpoint location does to the sink and the sources: every fix that offers one
+#: says it, so that no advice trades data for a green build (a file sink kept on its path
+#: skips the new query's first batches; foreachBatch is handed everything again).
+NEW_LOCATION_EFFECTS = (
+    "its sources start from their beginning (a file source reads every file in its path "
+    "again, rate starts from 0, Kafka from startingOffsets, by default latest: what arrived "
+    "since the old query's last batch is never read), and its sink is handed it all again: "
+    "a file sink needs a new, empty output path too (on the old one the new query's batch "
+    "ids 0, 1, ... are already in <path>/_spark_metadata and Spark skips them: rows lost); "
+    "a foreachBatch writer must skip the rows already written, or write idempotently by "
+    "the new query's batch ids (it is handed them again: rows duplicated)"
+)
+
 FIX_NEW_CHECKPOINT = (
-    "  - or run the changed query on a new checkpoint location: its state starts empty and "
-    "its sources start from their beginning (or startingOffsets)"
+    "  - or run the changed query on a new checkpoint location: its state starts empty, "
+    + NEW_LOCATION_EFFECTS
 )
 
 
 FIX_MEANING = (
     "\nFix:\n"
-    "  - run the changed query on a new checkpoint location: its state starts empty and "
-    "its sources start from their beginning (or startingOffsets)\n"
-    "  - or keep the state's definition as it was, and make the change in a new query"
+    "  - run the changed query on a new checkpoint location: its state starts empty, "
+    + NEW_LOCATION_EFFECTS
+    + "\n  - or keep the state's definition as it was, and make the change in a new query"
 )
 
 
 FIX_MIGRATE = (
     '  - or migrate the state: read it with spark.read.format("statestore")'
     '.option("operatorId", {n}).load("<checkpoint>") and rebuild it in the new query '
-    "(transformWithState takes it as initialState), on a new checkpoint location"
+    "(transformWithState takes it as initialState), on a new checkpoint location, where "
+    + NEW_LOCATION_EFFECTS.replace("{", "{{").replace("}", "}}")
 )
 
 
@@ -111,6 +125,9 @@ KIND_WORDS = {
     "state_config": "the state settings of state/{n}",
     "state_operators": "the stateful operators",
     "sources": "the sources",
+    "sink": "the sink",
+    "checkpoint": "the checkpoint's own files",
+    "outputMode": "the output mode",
 }
 
 

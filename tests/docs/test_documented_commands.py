@@ -64,6 +64,10 @@ ELSEWHERE = {
         "not run: a case of tests/data/spark-restart (its verdict: "
         "tests/spark/restart/test_restart_data.py)"
     ),
+    "python tools/judge_sources_sinks.py tests/data/sources-sinks -v": (
+        "not run: the whole corpus, about 3 minutes (a sample of it: "
+        "tests/spark/restart/test_sink_restarts.py)"
+    ),
     "opid check-restore a.opid b.json": (
         "not run: a case of tests/data/tws-restart (its verdict: "
         "tests/spark/restart/test_transform_with_state_restarts.py)"

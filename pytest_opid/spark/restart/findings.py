@@ -72,6 +72,9 @@ class OldQuery:
     #: a checkpoint judged with the fingerprint of the query that wrote it: its operators
     #: carry that query's state meaning
     with_plan: bool = False
+    #: the sink and sources of the query that wrote it, as its fingerprint records them
+    #: (:attr:`~pytest_opid.result.Fingerprint.endpoints`); ``None``: not known
+    endpoints: tuple[tuple[str, str, str], ...] | None = None
 
 
 def stateful_operator(s: StateOperator, fp: Fingerprint, widened: bool = False) -> StatefulOperator:

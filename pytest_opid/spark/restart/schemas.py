@@ -23,6 +23,7 @@ from pytest_opid.spark.vocabulary import (
 from pytest_opid.spark.words import (
     FIX_MIGRATE,
     FIX_NEW_CHECKPOINT,
+    NEW_LOCATION_EFFECTS,
     keep_advice,
     store_part,
     store_words,
@@ -285,13 +286,14 @@ def schema_message(
             keep = (
                 f"{replaced}: its buffer holds other fields, so Spark cannot read the old "
                 "one as the new. Keep the aggregate as it was, and compute the new one in a "
-                "new query on a new checkpoint location (or after a restart from scratch)"
+                "new query on a new checkpoint location (or after a restart from scratch), "
+                "where " + NEW_LOCATION_EFFECTS
             )
         elif len(struct_fields(schema)) > len(struct_fields(stored)):
             keep = (
                 "add the new aggregate column in a new query on a new checkpoint location "
                 "(this state has no room for it), and keep this query's aggregates as they "
-                "were"
+                "were; on the new location " + NEW_LOCATION_EFFECTS
             )
     return (
         f"{found.spark} fails the first batch after the restart with {head}, for state/"
@@ -455,7 +457,7 @@ def timeout_change(
     else:
         fix = (
             "keep GroupStateTimeout.NoTimeout on this checkpoint, and add the timeout in a "
-            "new query on a new checkpoint location"
+            "new query on a new checkpoint location, where " + NEW_LOCATION_EFFECTS
         )
     return what, fix
 

@@ -27,6 +27,7 @@ from pytest_opid.spark.words import (
     FIX_MEANING,
     FIX_MIGRATE,
     FIX_NEW_CHECKPOINT,
+    NEW_LOCATION_EFFECTS,
     capitalized,
     operator_label,
 )
@@ -282,7 +283,7 @@ def check_partitions(found: Findings, old: StatefulOperator, new: StatefulOperat
         f"({SHUFFLE_PARTITIONS}={before}); the new query asks for {now}, which Spark "
         "ignores on this checkpoint: it restores the setting from the checkpoint's offset log "
         f"and keeps {before} state partitions. To change it, start on a new checkpoint "
-        "location.",
+        "location, where " + NEW_LOCATION_EFFECTS + ".",
         state_id=str(new.number),
         operator_id=new.operator_id,
         name=old.name,

@@ -56,6 +56,7 @@ from pytest_opid.spark.restart.findings import (
     StatefulOperator,
     stateful_operator,
 )
+from pytest_opid.spark.restart.sinks import check_endpoints, check_new_location, new_location
 from pytest_opid.spark.restart.sources import check_sources
 from pytest_opid.spark.restart.state import check_state
 from pytest_opid.spark.restart.widening import as_nullable
@@ -142,10 +143,11 @@ def check_checkpoint(
         operator_metadata=any(op.metadata_version > 0 for op in checkpoint.state_operators),
         avro=confs.get(ENCODING) == "avro",
         with_plan=previous is not None,
+        endpoints=None if previous is None else previous.endpoints,
     )
     exact = widened or planned or not _widened_by_its_spark(new)
     partitions = int(shuffle) if shuffle and shuffle.isdigit() else None
-    return _judge(Findings(old, new, partitions, nullability_exact=exact))
+    return _judge(Findings(old, new, partitions, nullability_exact=exact), checkpoint)
 
 
 def _written_meaning(
@@ -198,6 +200,7 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
             operator_metadata=writer >= feature_line(OPERATOR_METADATA),
             # transformWithState's encoding, which the checkpoint pins (recorded as a fact)
             avro=any((ENCODING_FACT, "avro") in s.meaning for s in state_ops),
+            endpoints=old.endpoints,
         ),
         new,
         None,
@@ -259,8 +262,25 @@ def _require_streaming(new: Fingerprint, what: str) -> None:
         require("transformWithState", judging_line())
 
 
-def _judge(found: Findings) -> RestoreCheck:
+def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreCheck:
     verified: tuple[str, ...] = ()
+    moved = new_location(found, checkpoint)
+    if moved is not None:
+        # Spark starts the query as a new one there: the old checkpoint's state and offsets
+        # are not read, and what the sources read again reaches the sink again.
+        check_new_location(found, checkpoint, moved)
+        return RestoreCheck(
+            ENGINE,
+            not found.problems,
+            tuple(found.problems),
+            tuple(found.warnings),
+            tuple(found.reinterpreted),
+            ("checkpoint location", "sink", "sources"),
+            resumes=(
+                f"{found.spark} starts the new query on a new checkpoint location "
+                f"({moved}): empty state, its sources from their beginning"
+            ),
+        )
     if not found.old.batches:
         found.warn(
             "state_operators",
@@ -270,6 +290,7 @@ def _judge(found: Findings) -> RestoreCheck:
     else:
         check_sources(found)
         check_state(found)
+        endpoints = check_endpoints(found, checkpoint)
         if not found.nullability_exact and found.new_ops:
             made_with = found.new.engine_version or "installed"
             found.warn(
@@ -285,6 +306,7 @@ def _judge(found: Findings) -> RestoreCheck:
         old = found.old
         if old.from_checkpoint:
             verified = ("sources", "stateful operators", "state schemas", "state field names")
+            verified += endpoints
             if old.with_plan:
                 verified += ("state meaning (from the previous fingerprint)",)
         else:
@@ -293,6 +315,7 @@ def _judge(found: Findings) -> RestoreCheck:
                 "stateful operators",
                 "state schemas (as the previous fingerprint records them)",
                 "state meaning",
+                *endpoints,
             )
     return RestoreCheck(
         ENGINE,
