@@ -182,6 +182,16 @@ def _inputs(spark: Any, root: Path) -> Path:
     return root
 
 
+#: Where the saved files say the inputs were: the run's own temporary folder differs from run
+#: to run, and a fingerprint records its sources' paths (Spark's restart checks them).
+INPUTS = "/line-corpus/inputs"
+
+
+def portable(text: str, inputs: Path) -> str:
+    """``text`` with the run's input folder written as :data:`INPUTS`."""
+    return text.replace(str(inputs.resolve()), INPUTS).replace(str(inputs), INPUTS)
+
+
 def _merged(folder: Path, *new: list[str]) -> tuple[list[str], list[str]]:
     out = []
     for file, lines in zip(("fingerprints", "snapshots"), new, strict=True):
@@ -224,9 +234,10 @@ def main() -> None:
                 missing[name] = f"{type(exc).__name__}: {first[:300]}"
                 continue
             saved = {"query": name, "fingerprint": fp.to_dict()}
-            fingerprints.append(json.dumps(saved, sort_keys=True))
+            fingerprints.append(portable(json.dumps(saved, sort_keys=True), inputs))
             text = TopologySnapshotExtension().serialize(fp)
-            snapshots.append(json.dumps({"query": name, "snapshot": text}, sort_keys=True))
+            saved = {"query": name, "snapshot": text}
+            snapshots.append(portable(json.dumps(saved, sort_keys=True), inputs))
         spark.stop()
     if len(missing) > len(fingerprints):
         sys.exit(f"{len(missing)} queries failed, first: {next(iter(missing.items()))}")

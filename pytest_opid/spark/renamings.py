@@ -45,6 +45,12 @@ _OLD_FUNCTIONS = {
 _OLD_FUNCTION = re.compile(r"\b(" + "|".join(map(re.escape, _OLD_FUNCTIONS)) + r")\(")
 
 
+#: ``invoke(StructsToJsonEvaluator(...), args)``: an expression Spark plans as a call of its
+#: evaluator object (``RuntimeReplaceable`` with ``Invoke``, Spark 4.0's ``StructsToJson``),
+#: which older lines plan as the expression itself (``structsToJson(args)``).
+_INVOKED = re.compile(r"\binvoke\((\w+)Evaluator\(")
+
+
 def expression_class(cls: str) -> str:
     """An expression node's class (without its package) by the newest line's name."""
     return EXPRESSION_CLASSES.get(cls, cls)
@@ -59,7 +65,29 @@ def fact_value(value: str) -> str:
     """A meaning fact's value in the newest line's words."""
     if "(" not in value:
         return value
-    return _OLD_FUNCTION.sub(lambda m: _OLD_FUNCTIONS[m.group(1)] + "(", value)
+    value = _OLD_FUNCTION.sub(lambda m: _OLD_FUNCTIONS[m.group(1)] + "(", value)
+    return _invoked(value) if "Evaluator(" in value else value
+
+
+def _invoked(value: str) -> str:
+    """``invoke(NameEvaluator(state...), args)`` as ``name(args)``: the evaluator's own
+    arguments (options, schema, time zone) are what the older plan's expression kept out of
+    its text too. A scan, without recursion; unbalanced text is left as it is."""
+    out = []
+    at = 0
+    for found in _INVOKED.finditer(value):
+        if found.start() < at:
+            continue  # inside an evaluator's arguments already dropped
+        depth, end = 1, found.end()
+        while end < len(value) and depth:
+            depth += {"(": 1, ")": -1}.get(value[end], 0)
+            end += 1
+        if depth or value[end : end + 2] != ", ":
+            continue
+        name = found.group(1)
+        out.append(value[at : found.start()] + name[0].lower() + name[1:] + "(")
+        at = end + 2
+    return "".join(out) + value[at:]
 
 
 def current(fp: Fingerprint) -> Fingerprint:
