@@ -10,6 +10,8 @@ or any venv made with its constraints file):
 
     python tools/line_corpus.py            # or: python tools/line_corpus.py OTHER_FOLDER
     python tools/line_corpus.py --windows  # only the window shapes, into the line's files
+    python tools/line_corpus.py /tmp/part0 --shard=0/2  # half of them, then:
+    python tools/line_corpus.py --merge /tmp/part0 /tmp/part1
 
 The corpus: every query of the real-restart data sets (``tests/data/spark-restart``, ``-35``,
 ``upgrade-restart``, ``meaning-restart``, ``tws-restart``: A's and B's code with their session
@@ -77,7 +79,8 @@ ALIASES: dict[str, str] = {}
 def corpus() -> Iterator[tuple[str, Builder]]:
     """(name, builder) per query; a builder takes a fresh session and an input folder."""
     seen: dict[str, str] = {}
-    for name in RESTART_SETS:
+    windows_only = "--windows" in sys.argv  # only those (into a line's files with the rest)
+    for name in () if windows_only else RESTART_SETS:
         for rec in _records(name):
             ident = rec.get("case", {}).get("id") if isinstance(rec.get("case"), dict) else None
             ident = ident or rec.get("pair") or rec.get("id")
@@ -95,8 +98,8 @@ def corpus() -> Iterator[tuple[str, Builder]]:
     for shape in SHAPES:
         code = WINDOWS.replace("SHAPE", repr(shape))
         yield f"windows/{shape}", _restart_builder(code, {"spark.sql.shuffle.partitions": "2"})
-    if "--windows" in sys.argv:
-        return  # only those (added to a line's files that have the rest)
+    if windows_only:
+        return
     connect = _module(ROOT / "tests" / "spark" / "connect_corpus.py")
     for name, (build, _) in sorted(connect.CORPUS.items()):
         yield f"connect-corpus/{name}", _corpus_builder(build)
@@ -202,6 +205,46 @@ def _merged(folder: Path, *new: list[str]) -> tuple[list[str], list[str]]:
     return out[0], out[1]
 
 
+def merge(parts: list[str]) -> None:
+    """``--merge PART...``: the ``<line>`` folders of ``--shard`` runs joined into the data."""
+    for line in sorted({d.name for part in parts for d in Path(part).iterdir() if d.is_dir()}):
+        found: dict[str, list[str]] = {"fingerprints": [], "snapshots": []}
+        missing: dict[str, str] = {}
+        pyspark = ""
+        for part in parts:
+            folder = Path(part) / line
+            for file, lines in found.items():
+                with gzip.open(folder / f"{file}.jsonl.gz", "rt", encoding="utf-8") as f:
+                    lines += [text.rstrip("\n") for text in f if text.strip()]
+            record = json.loads((folder / "missing.json").read_text("utf-8"))
+            missing.update(record["missing"])
+            pyspark = record["pyspark"]
+        _write(OUT / line, found["fingerprints"], found["snapshots"], missing, pyspark)
+
+
+def _write(
+    folder: Path,
+    fingerprints: list[str],
+    snapshots: list[str],
+    missing: dict[str, str],
+    pyspark: str,
+) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for file, lines in (("fingerprints", fingerprints), ("snapshots", snapshots)):
+        lines = sorted(lines, key=lambda text: json.loads(text)["query"])
+        # mtime=0: the same corpus gives the same bytes
+        with (
+            (folder / f"{file}.jsonl.gz").open("wb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f,
+        ):
+            f.write(("\n".join(lines) + "\n").encode())
+    (folder / "missing.json").write_text(
+        json.dumps({"pyspark": pyspark, "missing": missing}, indent=1, sort_keys=True) + "\n",
+        encoding="utf-8",
+    )
+    print(f"PySpark {pyspark}: {len(fingerprints)} queries, {len(missing)} missing -> {folder}")
+
+
 def main() -> None:
     import pyspark
     from pyspark.sql import SparkSession
@@ -224,7 +267,10 @@ def main() -> None:
         tables.create_tables(spark)
         inputs = _inputs(spark, Path(root, "inputs"))
         fingerprints, snapshots, missing = [], [], {}
-        for done, (name, build) in enumerate(corpus()):
+        shard = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--shard=")), "0/1")
+        part, parts = map(int, shard.split("/"))  # --shard=K/N: every N-th query from the K-th
+        queries = [q for i, q in enumerate(corpus()) if i % parts == part]
+        for done, (name, build) in enumerate(queries):
             if done % 25 == 0:
                 print(f"{done} queries fingerprinted", file=sys.stderr, flush=True)
             try:
@@ -247,26 +293,15 @@ def main() -> None:
         fingerprints, snapshots = _merged(folder, fingerprints, snapshots)
         missing = {**json.loads((folder / "missing.json").read_text("utf-8"))["missing"], **missing}
     folder.mkdir(parents=True, exist_ok=True)
-    for file, lines in (("fingerprints", fingerprints), ("snapshots", snapshots)):
-        # mtime=0: the same corpus gives the same bytes
-        with (
-            (folder / f"{file}.jsonl.gz").open("wb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f,
-        ):
-            f.write(("\n".join(lines) + "\n").encode())
-    (folder.parent / "aliases.json").write_text(
-        json.dumps(ALIASES, indent=0, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    (folder / "missing.json").write_text(
-        json.dumps({"pyspark": pyspark.__version__, "missing": missing}, indent=1, sort_keys=True)
-        + "\n",
-        encoding="utf-8",
-    )
-    print(
-        f"PySpark {pyspark.__version__}: {len(fingerprints)} queries, {len(missing)} missing "
-        f"-> {folder}"
-    )
+    if ALIASES:  # every restart pair's query was listed (not --windows alone)
+        (folder.parent / "aliases.json").write_text(
+            json.dumps(ALIASES, indent=0, sort_keys=True) + "\n", encoding="utf-8"
+        )
+    _write(folder, fingerprints, snapshots, missing, pyspark.__version__)
 
 
 if __name__ == "__main__":
-    main()
+    if "--merge" in sys.argv:
+        merge(sys.argv[sys.argv.index("--merge") + 1 :])
+    else:
+        main()
