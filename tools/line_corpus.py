@@ -250,7 +250,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     import pytest_opid
-    from pytest_opid.io.registry import engine_rules
+    from pytest_opid.engines import engine_rules
     from pytest_opid.plugin.extension import TopologySnapshotExtension
     from pytest_opid.plugin.spark import SPARK_CONF
     from pytest_opid.spark.versions import installed_line

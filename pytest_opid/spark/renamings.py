@@ -2,12 +2,12 @@
 
 The same unchanged query planned by two Spark lines can name one thing two ways: an expression
 class renamed in the catalyst, a stateful operator that gained its own ``shortName``. Neither
-changes what the state holds or means, so pytest-opid records and compares them under one
-name, the newest line's: the query's fingerprint reads the same on every line, and a
-fingerprint or snapshot saved by an earlier pytest-opid (with the older name in it) is read in
-the newest terms before anything is compared (:func:`current`). Each renaming below names the
-Spark change or class it comes from; ``tools/line_corpus.py`` and
-``tests/core/test_line_corpus.py`` find them (the same queries fingerprinted on every line).
+changes what the state holds or means. A fingerprint keeps what its line said; every
+comparison reads both sides in one set of words first (:func:`current`): a renamed class or
+operator by the newest line's name, an expression a newer line calls through its evaluator
+object by the expression's own. Each renaming below names the Spark change or class it comes
+from; ``tools/line_corpus.py`` and ``tests/core/test_line_corpus.py`` find them (the same
+queries fingerprinted on every line).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def short_name(exec_class: str, name: str) -> str:
 
 
 def fact_value(value: str) -> str:
-    """A meaning fact's value in the newest line's words."""
+    """A meaning fact's value in the words every line shares."""
     if "(" not in value:
         return value
     value = _OLD_FUNCTION.sub(lambda m: _OLD_FUNCTIONS[m.group(1)] + "(", value)
@@ -91,8 +91,8 @@ def _invoked(value: str) -> str:
 
 
 def current(fp: Fingerprint) -> Fingerprint:
-    """``fp`` with its stateful operators' names and meaning facts in the newest line's
-    words; ``fp`` itself where nothing in it is named the older way (the usual case)."""
+    """``fp`` with its stateful operators' names and meaning facts in the words every line
+    shares; ``fp`` itself where nothing in it is line-specific (the usual case)."""
     if not fp.state_operators:
         return fp
     states = tuple(_current_state(s) for s in fp.state_operators)
