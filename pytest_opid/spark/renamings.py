@@ -34,6 +34,15 @@ SHORT_NAMES: Mapping[tuple[str, str], str] = {
     ("SessionWindowStateStoreSaveExec", "defaultName"): "sessionWindowStateStoreSaveExec",
 }
 
+#: Physical operators an older line names otherwise (a stateful operator's name in a
+#: fingerprint is its node's, ``TransformWithStateInPandas(long)``): older -> newest.
+OPERATOR_NAMES: Mapping[str, str] = {
+    # Spark 4.1 plans transformWithStateInPandas as TransformWithStateInPySparkExec (one
+    # operator for the pandas and the Row API), 4.0 as TransformWithStateInPandasExec; the
+    # shortName its state is filed under (transformWithStateInPandasExec) is the same.
+    "TransformWithStateInPandas": "TransformWithStateInPySpark",
+}
+
 #: An older ``shortName`` by itself (a saved fingerprint keeps the name, not the class).
 _OLD_SHORT_NAMES = {old: new for (_, old), new in SHORT_NAMES.items()}
 
@@ -103,7 +112,9 @@ def current(fp: Fingerprint) -> Fingerprint:
 
 def _current_state(state: StateOperator) -> StateOperator:
     kind = _OLD_SHORT_NAMES.get(state.kind, state.kind)
+    node, paren, rest = state.name.partition("(")
+    name = OPERATOR_NAMES.get(node, node) + paren + rest
     meaning = tuple((fact, fact_value(value)) for fact, value in state.meaning)
-    if kind == state.kind and meaning == state.meaning:
+    if kind == state.kind and name == state.name and meaning == state.meaning:
         return state
-    return dataclasses.replace(state, kind=kind, meaning=meaning)
+    return dataclasses.replace(state, kind=kind, name=name, meaning=meaning)
