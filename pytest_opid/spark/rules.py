@@ -21,6 +21,7 @@ from pytest_opid.comparison import Comparison, StateOperatorChange
 from pytest_opid.engine_rules import Check
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
+from pytest_opid.spark.renamings import current
 from pytest_opid.spark.restart.verdict import check_fingerprint
 from pytest_opid.spark.source_entries import short_endpoint, short_source
 from pytest_opid.spark.words import (
@@ -54,6 +55,11 @@ class SparkRules:
 
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is not None  # before the tag, only Spark numbered state
+
+    def neutral(self, fp: Fingerprint) -> Fingerprint:
+        """``fp`` with Spark's renamings between its lines undone
+        (:func:`pytest_opid.spark.renamings.current`)."""
+        return current(fp)
 
     def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
         """File sources keep their format and folder name, not the folder's absolute path:

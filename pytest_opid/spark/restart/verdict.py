@@ -48,6 +48,7 @@ from pytest_opid.result import (
     StateOperator,
 )
 from pytest_opid.spark.checkpoint.model import Checkpoint
+from pytest_opid.spark.renamings import current
 from pytest_opid.spark.restart.findings import (
     WIDENED_KINDS,
     Findings,
@@ -96,9 +97,11 @@ def check_checkpoint(
     fingerprint of the query that wrote the checkpoint, where given, and otherwise said to be
     unverified."""
     _require_streaming(new, "a checkpoint")
+    new = current(new)  # in the newest line's names, as the checkpoint's metadata, and
     meanings: dict[int, StateOperator] = {}
     if previous is not None:
         _require_streaming(previous, "a checkpoint")
+        previous = current(previous)  # ... the previous fingerprint, wherever it was made
         meanings = {s.state_operator_id: s for s in previous.state_operators or ()}
     confs = checkpoint.confs
     operators = []
@@ -165,6 +168,7 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
     ``old`` wrote (after at least one batch). What only the checkpoint records (the files its
     last batch read, pinned settings) is reported as such."""
     _require_streaming(new, "the previous query's checkpoint")
+    old, new = current(old), current(new)  # Spark's renamings between lines are no change
     if old.mode == "batch":
         raise DocumentError(
             "the previous fingerprint is a batch (non-streaming) DataFrame's: a batch job writes "
