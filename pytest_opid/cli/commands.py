@@ -161,6 +161,25 @@ def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
     return code, render_restore(result) + "\n"
 
 
+def record_deploy_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid record-deploy CHECKPOINT (FINGERPRINT | --spark MODULE:FUNCTION -- ARGS)``: the
+    running query's fingerprint kept in its checkpoint folder, for check-restore."""
+    if (args.file is None) == (args.spark is None):
+        raise UsageError(
+            "give the deployed query: opid record-deploy CHECKPOINT FINGERPRINT, or "
+            "opid record-deploy CHECKPOINT --spark MODULE:FUNCTION -- ARGS"
+        )
+    if args.file is not None and (args.conf or args.program_args):
+        raise UsageError("--conf and program arguments are for --spark")
+    from pytest_opid.spark import record_deploy, record_function
+
+    if args.spark is not None:
+        path = record_function(args.path, args.spark, args.program_args, args.conf)
+    else:
+        path = record_deploy(args.path, load_input(args.file))
+    return EXIT_OK, f"recorded: {path}\n"
+
+
 def _judged_for(version: str | None) -> AbstractContextManager[object]:
     """Restart checks judge for Spark ``version`` (``--spark-version``) in the block; without
     one, for the installed PySpark (Spark is imported only when asked)."""

@@ -21,6 +21,7 @@ from here only. Inside, along the path the data takes:
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +33,18 @@ from pytest_opid.io.registry import (
     register_hint,
     register_restore_source,
 )
-from pytest_opid.result import Fingerprint, RestoreCheck
+from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.checkpoint.slim import DEFAULT_BUDGET, slim_copy
 from pytest_opid.spark.checkpoint.text import render_text as render_checkpoint
 from pytest_opid.spark.checkpoint.text import watermark_iso
+from pytest_opid.spark.deployed import RECORD_NAME, Recorded, read_record, write_record
 from pytest_opid.spark.query.connect import is_connect, replay, serve, stop_serving
 from pytest_opid.spark.query.fingerprint import fingerprint_graph
 from pytest_opid.spark.query.graph import SparkPlanGraph, graph_from_plan
 from pytest_opid.spark.query.program import fingerprint_function, parse_conf
 from pytest_opid.spark.query.read import read_plan
+from pytest_opid.spark.query.state_reader import read_samples
 from pytest_opid.spark.restart.verdict import check_checkpoint
 from pytest_opid.spark.rules import SparkRules
 from pytest_opid.spark.versions import (
@@ -64,6 +67,8 @@ __all__ = [
     "parse_conf",
     "plan_graph",
     "read_checkpoint",
+    "record_deploy",
+    "record_function",
     "register",
     "render_checkpoint",
     "serve",
@@ -135,8 +140,13 @@ def _is_checkpoint(path: Path) -> bool:
 
 def _check_checkpoint(path: Path, new: Fingerprint, allow_non_restored_state: bool) -> RestoreCheck:
     """Spark's verdict on restarting ``new`` on the checkpoint at ``path`` (Spark has no
-    ``--allowNonRestoredState``: the flag is Flink's and ignored here)."""
-    return check_checkpoint(read_checkpoint(path), new)
+    ``--allowNonRestoredState``: the flag is Flink's and ignored here); the state's meaning
+    judged against the fingerprint recorded at deploy where the checkpoint holds one
+    (:mod:`.deployed`)."""
+    checkpoint = read_checkpoint(path)
+    record = read_record(path, checkpoint)
+    previous = record.fingerprint if record is not None else None
+    return _with_record(record, check_checkpoint(checkpoint, new, previous=previous))
 
 
 def _check_program(
@@ -148,12 +158,53 @@ def _check_program(
     what the new state schemas are: a checkpoint started before Spark 4.3 has none, and 4.3
     then plans the query without it (its nullability as Spark 3.5 to 4.2 build it)."""
     checkpoint = read_checkpoint(path)
+    record = read_record(path, checkpoint) if previous is None else None
+    if record is not None:
+        previous = record.fingerprint
     # A Connect DataFrame's session too: its conf is the server-side session's, which the
     # replay plans in (or copies, replaying a remote plan locally).
     new = _fingerprint_widened(program, checkpoint.confs.get(ALWAYS_NULLABLE, "false"))
+    # Without the old query's plan, the state's own rows show its windows (Spark's reader).
+    session = getattr(program, "sparkSession", None)
+    samples = read_samples(session, path, checkpoint) if previous is None and session else None
     if new is None:
-        return check_checkpoint(checkpoint, fingerprint(program), previous=previous)
-    return check_checkpoint(checkpoint, new, planned=True, previous=previous)
+        check = check_checkpoint(
+            checkpoint, fingerprint(program), previous=previous, samples=samples
+        )
+    else:
+        check = check_checkpoint(checkpoint, new, planned=True, previous=previous, samples=samples)
+    return _with_record(record, check)
+
+
+def _with_record(record: Recorded | None, check: RestoreCheck) -> RestoreCheck:
+    """``check`` saying where the previous meaning came from: the record in the checkpoint, or
+    why a record there was set aside."""
+    if record is None:
+        return check
+    if record.fingerprint is None:
+        note = RestoreProblem("recorded_fingerprint", record.note or "")
+        return dataclasses.replace(check, warnings=(*check.warnings, note))
+    said = f"state meaning (from the fingerprint recorded at deploy, {RECORD_NAME})"
+    verified = tuple(said if v.startswith("state meaning") else v for v in check.verified)
+    return dataclasses.replace(check, verified=verified)
+
+
+def record_deploy(checkpoint: str | os.PathLike[str], program: Any) -> Path:
+    """Keep the running query's fingerprint in its checkpoint folder (:mod:`.deployed`), for
+    ``check_restore`` on that checkpoint to judge the next version's meaning by. ``program``:
+    the query started on the checkpoint (DataFrame, ``StreamingQuery``), its fingerprint or a
+    saved one. Planned as Spark plans it on that checkpoint (the settings it pins), where the
+    checkpoint has started already. Returns the record's path."""
+    path = Path(checkpoint)
+    if isinstance(program, (Fingerprint, str, os.PathLike, dict)):
+        from pytest_opid.io.registry import fingerprint as load_fingerprint
+
+        return write_record(path, load_fingerprint(program))
+    planned = None
+    if _is_checkpoint(path):
+        widened = read_checkpoint(path).confs.get(ALWAYS_NULLABLE, "false")
+        planned = _fingerprint_widened(program, widened)
+    return write_record(path, planned if planned is not None else fingerprint(program))
 
 
 def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
@@ -200,6 +251,18 @@ def _check_checkpoint_with(
     if isinstance(program, Fingerprint):
         return check_checkpoint(read_checkpoint(path), program, previous=previous)
     return _check_program(path, program, allow_non_restored_state, previous)
+
+
+def record_function(checkpoint: str | os.PathLike[str], target: str, args: Any, conf: Any) -> Path:
+    """:func:`record_deploy` of the query ``target`` (``module:function``) returns, called as
+    ``opid fingerprint --spark`` calls it, with the state schema widening the checkpoint pins
+    (as Spark plans the query restarted on it)."""
+    settings = parse_conf(conf) if not isinstance(conf, dict) else dict(conf)
+    path = Path(checkpoint)
+    if _is_checkpoint(path) and installed_line() >= feature_line(WIDENING):
+        pinned = read_checkpoint(path).confs.get(ALWAYS_NULLABLE, "false")
+        settings.setdefault(ALWAYS_NULLABLE, pinned)
+    return write_record(path, fingerprint_function(target, list(args), settings))
 
 
 def register() -> None:

@@ -225,8 +225,15 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
         if not new.meaning or (not old.meaning and not found.old.from_checkpoint):
             return  # a snapshot from before the keys were recorded: nothing to compare
     if found.old.from_checkpoint and not old.meaning:
+        samples = found.old.samples
         changes = checkpoint_meaning(
-            new.number, new.name or "", old.stores, new.stores, new.meaning
+            new.number,
+            new.name or "",
+            old.stores,
+            new.stores,
+            new.meaning,
+            sample=None if samples is None else samples.get(new.number),
+            rows_read=samples is not None,
         )
     else:
         changes = compare_meaning(
