@@ -18,10 +18,10 @@ from typing import Any
 from pytest_opid.result import UNKNOWN
 from pytest_opid.spark.checkpoint.state_rows import StateSample
 from pytest_opid.spark.restart.meaning import (
-    ORDER_EFFECT,
     Change,
     bare,
     fact_families,
+    order_effect,
     reinterpreted_effect,
     single_fact,
 )
@@ -79,7 +79,7 @@ def checkpoint_meaning(
                     changed.append(f"key {i} was {was}, is now {bare(value)}")
             if changed:
                 if sorted(old_names) == sorted(new_names):
-                    effect = ORDER_EFFECT["key"]
+                    effect = order_effect("key", old_names, new_names)
                 else:
                     was, now = changed[0].split(" was ", 1)[1].split(", is now ", 1)
                     effect = reinterpreted_effect(operator, "key", was, now)

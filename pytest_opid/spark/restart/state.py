@@ -25,9 +25,9 @@ from pytest_opid.spark.vocabulary import (
 )
 from pytest_opid.spark.words import (
     FIX_MEANING,
-    FIX_MIGRATE,
     FIX_NEW_CHECKPOINT,
     capitalized,
+    fix_migrate,
     operator_label,
 )
 
@@ -181,14 +181,17 @@ def not_matching(
         "  - keep the stateful operators (aggregations, dropDuplicates / "
         "dropDuplicatesWithinWatermark, stream-stream joins, applyInPandasWithState / "
         "transformWithState, streaming limits) the same and in the same order as in the "
-        "query that wrote the checkpoint\n"
-        + FIX_NEW_CHECKPOINT
-        + "\n"
-        + FIX_MIGRATE.format(n=first),
+        "query that wrote the checkpoint\n" + FIX_NEW_CHECKPOINT + _migrate(found),
         state_id=str(first),
         operator_id=op.operator_id if op is not None else None,
         name=known.get(first),
     )
+
+
+def _migrate(found: Findings) -> str:
+    """The migration fix, on its own line, naming the old checkpoint's operators."""
+    text = fix_migrate(found.old.operators)
+    return "\n" + text if text else ""
 
 
 def missing_state_directory(found: Findings, new_ops: Mapping[int, StatefulOperator]) -> None:
