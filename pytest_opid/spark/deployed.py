@@ -10,29 +10,39 @@ as ``--previous-fingerprint`` does. Spark ignores the file: a restart lists only
 ``MicroBatchExecution``); the test ``tests/spark/test_deployed_record.py`` restarts a real
 query on a checkpoint holding it.
 
-A record is used only where it matches the checkpoint: the same stateful operators at the same
-positions with state of the same shape (the number and types of the key and value fields, as
-Spark checks them). One that does not (a query deployed since without recording) is set aside
-with a warning that says so, never judged against.
+A record is used only where it can be the query that wrote the checkpoint, checked as a
+``--previous-fingerprint`` is (:mod:`.restart.written_by`: the stateful operators by number
+and name, every store's schemas as Spark compares them). One that is not (a query deployed since
+without recording) is set aside with a warning that says so, never judged against.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_opid.errors import DocumentError, OpidError
-from pytest_opid.io.registry import fingerprint as load_fingerprint
-from pytest_opid.result import Fingerprint
+from pytest_opid.inputs import fingerprint
+from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem
 from pytest_opid.spark.checkpoint.files import RECORD_NAME
 from pytest_opid.spark.checkpoint.model import Checkpoint
+from pytest_opid.spark.checkpoint.read import read_checkpoint
+from pytest_opid.spark.restart.written_by import check_written_by
+from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE
 
-__all__ = ["RECORD_NAME", "Recorded", "read_record", "record_path", "write_record"]
+__all__ = [
+    "RECORD_NAME",
+    "Recorded",
+    "read_record",
+    "record_deploy",
+    "record_path",
+    "with_record",
+    "write_record",
+]
 
 
 @dataclass(frozen=True)
@@ -76,70 +86,50 @@ def write_record(checkpoint: str | os.PathLike[str], fp: Fingerprint) -> Path:
 
 def read_record(checkpoint_dir: Path, checkpoint: Checkpoint) -> Recorded | None:
     """The checkpoint's record, ``None`` where it has none. A record that cannot be read or
-    does not match the checkpoint comes back without a fingerprint, with the reason."""
+    is not the fingerprint of the query that wrote the checkpoint (:func:`.restart.written_by.
+    check_written_by`) comes back without a fingerprint, with the reason."""
     path = checkpoint_dir / RECORD_NAME
     if not path.is_file():
         return None
     try:
-        fp = load_fingerprint(path)
+        fp = fingerprint(path)
+        check_written_by(checkpoint, fp, f"{RECORD_NAME} in the checkpoint")
     except (OpidError, ValueError, TypeError) as exc:
-        return Recorded(path, None, f"{path.name} could not be read ({exc}): it was not used")
-    differs = _differs(fp, checkpoint)
-    if differs is not None:
         return Recorded(
             path,
             None,
-            f"{path.name} in the checkpoint is not the fingerprint of the query that wrote it "
-            f"({differs}): it was not used. Record the running query at each deploy "
+            f"{exc}. It was not used: record the running query at each deploy "
             "(opid record-deploy).",
         )
     return Recorded(path, fp)
 
 
-def _differs(fp: Fingerprint, checkpoint: Checkpoint) -> str | None:
-    """What sets the record apart from the checkpoint, ``None`` where it matches."""
-    if fp.engine not in ("", "spark") or fp.mode == "batch" or fp.state_operators is None:
-        return f"a {fp.engine or 'plain'} {fp.mode} fingerprint"
-    recorded = {s.state_operator_id: s for s in fp.state_operators}
-    written = {op.operator_id: op for op in checkpoint.state_operators}
-    if sorted(recorded) != sorted(written):
-        return (
-            f"stateful operators at state/{_numbers(recorded)}, the checkpoint's at "
-            f"state/{_numbers(written)}"
-        )
-    for number, op in sorted(written.items()):
-        state = recorded[number]
-        if op.operator_name is not None and state.kind != op.operator_name:
-            return f"state/{number} is {state.kind}, the checkpoint's {op.operator_name}"
-        stores: dict[str, tuple[str | None, str | None]] = {
-            s.name: (s.key_schema, s.value_schema) for s in state.stores
-        }
-        for store in op.stores:
-            for family in store.column_families:
-                name = f"{store.name}/{family.name}" if store.schema_version == 3 else store.name
-                if name not in stores:
-                    continue  # the fingerprint names a column family's store otherwise
-                key, value = stores[name]
-                if _shape(key) != _shape(family.key_schema_json):
-                    return f"state/{number}, store {name}: another key schema"
-                if _shape(value) != _shape(family.value_schema_json) and value is not None:
-                    return f"state/{number}, store {name}: another value schema"
-    return None
+def with_record(record: Recorded | None, check: RestoreCheck) -> RestoreCheck:
+    """``check`` saying where the previous meaning came from: the record in the checkpoint, or
+    why a record there was set aside (a warning)."""
+    if record is None:
+        return check
+    if record.fingerprint is None:
+        note = RestoreProblem("recorded_fingerprint", record.note or "")
+        return dataclasses.replace(check, warnings=(*check.warnings, note))
+    said = f"state meaning (from the fingerprint recorded at deploy, {RECORD_NAME})"
+    verified = tuple(said if v.startswith("state meaning") else v for v in check.verified)
+    return dataclasses.replace(check, verified=verified)
 
 
-def _numbers(ops: Mapping[int, Any]) -> str:
-    return "{" + ",".join(map(str, sorted(ops))) + "}" if ops else "(none)"
+def record_deploy(checkpoint: str | os.PathLike[str], program: Any) -> Path:
+    """Keep the running query's fingerprint in its checkpoint folder, for ``check_restore`` on
+    that checkpoint to judge the next version's meaning by. ``program``: the query started on
+    the checkpoint (a DataFrame, a ``StreamingQuery``), its fingerprint or a saved one; a live
+    one is planned as Spark plans it on that checkpoint (the state schema widening it pins),
+    where the checkpoint has started already. Returns the record's path."""
+    from pytest_opid.spark.restore import fingerprint_widened, is_checkpoint  # it reads records
 
-
-_LOOSE = frozenset({"name", "metadata", "nullable", "containsNull", "valueContainsNull"})
-
-
-def _shape(schema: str | None) -> Any:
-    """A schema as Spark's restart check compares it: field types by position, without names,
-    metadata or nullability (a recorded query may have renamed a field since)."""
-    if schema is None:
-        return None
-    try:
-        return json.loads(schema, object_hook=lambda d: {k: d[k] for k in d if k not in _LOOSE})
-    except (ValueError, RecursionError):
-        return schema
+    path = Path(checkpoint)
+    if isinstance(program, (Fingerprint, str, os.PathLike, dict)):
+        return write_record(path, fingerprint(program))
+    planned = None
+    if is_checkpoint(path):
+        widened = read_checkpoint(path).confs.get(ALWAYS_NULLABLE, "false")
+        planned = fingerprint_widened(program, widened)
+    return write_record(path, planned if planned is not None else fingerprint(program))

@@ -178,7 +178,8 @@ def _not_read(sample: StateSample | None, rows_read: bool) -> str:
     if not rows_read:
         return (
             "; the state's rows, which hold each window's bounds, were not read: no "
-            "SparkSession at hand, check the program itself rather than its saved fingerprint"
+            "SparkSession at hand; check the program itself (opid check-restore CHECKPOINT "
+            "--spark MODULE:FUNCTION) to have them read"
         )
     if sample is None or sample.not_read:
         return f"; Spark's state reader read no row: {sample.not_read if sample else 'no window'}"

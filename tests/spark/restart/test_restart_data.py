@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 import pytest_opid
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.registry import engine_rules
 from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
