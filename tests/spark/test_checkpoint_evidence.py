@@ -194,8 +194,11 @@ def test_a_record_of_another_query_is_set_aside(spark: Any, ran: Any, tmp_path: 
     check = pytest_opid.check_restore(checkpoint, fp)
     assert not check.meaning_verified
     (note,) = [w for w in check.warnings if w.kind == "recorded_fingerprint"]
-    assert "is not the fingerprint of the query that wrote it" in note.message
-    assert "sessionWindowStateStoreSaveExec, the checkpoint's stateStoreSave" in note.message
+    assert note.message.startswith(f"{RECORD_NAME} in the checkpoint: state/0 is ")
+    assert "sessionWindowStateStoreSaveExec there, stateStoreSave in the checkpoint" in (
+        note.message
+    )
+    assert "not the query that wrote it. It was not used" in note.message
 
 
 def test_record_deploy_from_the_shell(
@@ -208,6 +211,7 @@ def test_record_deploy_from_the_shell(
     fp = pytest_opid.fingerprint(windowed("5 minutes")(spark.newSession(), str(inputs)))
     saved.write_text(json.dumps(fp.to_dict()), encoding="utf-8")
     assert main(["check-restore", str(checkpoint), str(saved)]) == 3
+    assert "were not read: no SparkSession at hand" in capsys.readouterr().out
     assert main(["record-deploy", str(checkpoint), str(saved)]) == 0
     assert capsys.readouterr().out.startswith("recorded: ")
     assert main(["check-restore", str(checkpoint), str(saved)]) == 0
