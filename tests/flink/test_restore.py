@@ -548,7 +548,7 @@ def test_check_restore_recognises_savepoint_directories_and_files(
     assert check_restore(savepoints[1000] / "_metadata", case["after"]).restorable
     empty = tmp_path / "not-a-savepoint"
     empty.mkdir()
-    with pytest.raises(DocumentError, match="neither a savepoint"):
+    with pytest.raises(DocumentError, match="neither a Flink savepoint"):
         check_restore(empty, case["after"])
     assert pytest_opid.check_restore(savepoints[1000], case["after"]).restorable
 
