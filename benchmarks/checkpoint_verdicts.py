@@ -39,9 +39,9 @@ MEANING = REPO / "tests" / "data" / "meaning-restart"
 
 def exit_status(check: Any) -> int:
     """``opid check-restore``'s exit status for a verdict (without --allow-reinterpreted)."""
-    if not (check.restorable and check.safe):
-        return 1
-    return 0 if check.meaning_verified else 3
+    if check.safe is None:
+        return 3
+    return 0 if check.safe else 1
 
 
 def _run(df: Any, checkpoint: Path, mode: str) -> None:
