@@ -165,7 +165,7 @@ def key_advice(kind: str, stored: object, schema: object) -> str | None:
     if removed:
         steps.append(f"{verb} {', '.join(removed)} again")
     if added:
-        steps.append(f"leave {', '.join(added)} out of the key (add it in a new query)")
+        steps.append(f"leave {', '.join(added)} out of the key")
     if not steps:
         return None
     order = ", ".join(n for n, _ in was)
