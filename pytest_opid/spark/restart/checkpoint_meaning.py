@@ -144,6 +144,11 @@ def checkpoint_meaning(
         elif judged is None:
             why = _not_read(sample, rows_read)
             unchecked.append(f"the window's duration, slide or gap (now {', '.join(windows)}{why})")
+        else:  # the rows keep each window's bounds, not the column its time was read from
+            unchecked.append(
+                f"the time column of the window (now {', '.join(windows)}; its duration, slide "
+                "or gap match the windows in the state's rows, which do not name the column)"
+            )
     inputs = [bare(v) for v in facts.get("aggregate", []) if _reads_columns(bare(v))]
     if aggregates and inputs:
         unchecked.append(f"the aggregates' input columns (now {', '.join(inputs)})")
@@ -209,8 +214,9 @@ def window_evidence(
     head: str, windows: Sequence[str], sample: StateSample | None
 ) -> Change | bool | None:
     """The new query's window judged by the windows in the state's rows: a :class:`Change`
-    where they show another window, ``True`` where they show this one, ``None`` where they
-    cannot tell (no rows, a window whose durations the fact does not give plainly).
+    where they show another window, ``True`` where they show its durations (not its time
+    column, which no row names), ``None`` where they cannot tell (no rows, a window whose
+    durations the fact does not give plainly).
 
     A time window's row keeps its ``start`` and ``end``: their difference is the window's
     duration, every start lies on the slide's grid, and one event's windows (all still in the
