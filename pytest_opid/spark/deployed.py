@@ -3,9 +3,9 @@
 A checkpoint keeps the state's schemas and field names, not the plan: a window's duration, an
 aggregate's input or the code that updates the state are in no file Spark writes. The deploy
 step that starts a query can write the query's fingerprint into the checkpoint folder
-(:func:`record_deploy`, ``opid record-deploy``) as :data:`RECORD_NAME`; a later
-``check-restore`` on that checkpoint finds it and judges the next version's meaning against it,
-as ``--previous-fingerprint`` does. Spark ignores the file: a restart lists only ``metadata``,
+(:func:`pytest_opid.spark.restore.record_deploy`, ``opid record-deploy``) as
+:data:`RECORD_NAME`; a later ``check-restore`` on that checkpoint finds it and judges the
+next version's meaning against it, as ``--previous-fingerprint`` does. Spark ignores the file: a restart lists only ``metadata``,
 ``offsets/``, ``commits/``, ``sources/`` and ``state/`` (``StreamExecution`` /
 ``MicroBatchExecution``); the test ``tests/spark/test_deployed_record.py`` restarts a real
 query on a checkpoint holding it.
@@ -23,22 +23,18 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.inputs import fingerprint
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem
 from pytest_opid.spark.checkpoint.files import RECORD_NAME
 from pytest_opid.spark.checkpoint.model import Checkpoint
-from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.restart.written_by import check_written_by
-from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE
 
 __all__ = [
     "RECORD_NAME",
     "Recorded",
     "read_record",
-    "record_deploy",
     "record_path",
     "with_record",
     "write_record",
@@ -115,21 +111,3 @@ def with_record(record: Recorded | None, check: RestoreCheck) -> RestoreCheck:
     said = f"state meaning (from the fingerprint recorded at deploy, {RECORD_NAME})"
     verified = tuple(said if v.startswith("state meaning") else v for v in check.verified)
     return dataclasses.replace(check, verified=verified)
-
-
-def record_deploy(checkpoint: str | os.PathLike[str], program: Any) -> Path:
-    """Keep the running query's fingerprint in its checkpoint folder, for ``check_restore`` on
-    that checkpoint to judge the next version's meaning by. ``program``: the query started on
-    the checkpoint (a DataFrame, a ``StreamingQuery``), its fingerprint or a saved one; a live
-    one is planned as Spark plans it on that checkpoint (the state schema widening it pins),
-    where the checkpoint has started already. Returns the record's path."""
-    from pytest_opid.spark.restore import fingerprint_widened, is_checkpoint  # it reads records
-
-    path = Path(checkpoint)
-    if isinstance(program, (Fingerprint, str, os.PathLike, dict)):
-        return write_record(path, fingerprint(program))
-    planned = None
-    if is_checkpoint(path):
-        widened = read_checkpoint(path).confs.get(ALWAYS_NULLABLE, "false")
-        planned = fingerprint_widened(program, widened)
-    return write_record(path, planned if planned is not None else fingerprint(program))

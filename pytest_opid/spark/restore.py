@@ -12,6 +12,7 @@ key and aggregate expressions).
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from pytest_opid.inputs import fingerprint
 from pytest_opid.restore import require_same_job
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
-from pytest_opid.spark.deployed import read_record, with_record
+from pytest_opid.spark.deployed import read_record, with_record, write_record
 from pytest_opid.spark.query.state_reader import read_samples
 from pytest_opid.spark.restart.verdict import check_checkpoint, check_fingerprint
 from pytest_opid.spark.restart.written_by import check_written_by
@@ -33,7 +34,7 @@ from pytest_opid.spark.versions import (
 )
 from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE
 
-__all__ = ["SparkRestore", "fingerprint_widened", "is_checkpoint"]
+__all__ = ["SparkRestore", "is_checkpoint", "record_deploy"]
 
 
 def is_checkpoint(path: Path) -> bool:
@@ -71,7 +72,7 @@ class SparkRestore:
         # A Connect DataFrame's session too: its conf is the server-side session's, which the
         # replay plans in (or copies, replaying a remote plan locally).
         widened = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
-        planned = fingerprint_widened(program, widened)
+        planned = _fingerprint_widened(program, widened)
         # Without the old query's plan, the state's own rows show its windows (Spark's reader).
         session = getattr(program, "sparkSession", None)
         samples = (
@@ -90,6 +91,22 @@ class SparkRestore:
         return with_record(record, check)
 
 
+def record_deploy(checkpoint: str | os.PathLike[str], program: Any) -> Path:
+    """Keep the running query's fingerprint in its checkpoint folder, for ``check_restore`` on
+    that checkpoint to judge the next version's meaning by. ``program``: the query started on
+    the checkpoint (a DataFrame, a ``StreamingQuery``), its fingerprint or a saved one; a live
+    one is planned as Spark plans it on that checkpoint (the state schema widening it pins),
+    where the checkpoint has started already. Returns the record's path."""
+    path = Path(checkpoint)
+    if isinstance(program, (Fingerprint, str, os.PathLike, dict)):
+        return write_record(path, fingerprint(program))
+    planned = None
+    if is_checkpoint(path):
+        widened = read_checkpoint(path).confs.get(ALWAYS_NULLABLE, "false")
+        planned = _fingerprint_widened(program, widened)
+    return write_record(path, planned if planned is not None else fingerprint(program))
+
+
 def plan_restarted(old: Fingerprint, program: Any) -> Fingerprint:
     """``program`` planned as Spark plans it restarting on the checkpoint of the query ``old``
     describes: a query started before Spark 4.3 pinned no state schema widening, and 4.3
@@ -102,7 +119,7 @@ def plan_restarted(old: Fingerprint, program: Any) -> Fingerprint:
         )
     made_on = engine_line(old.engine_version)
     if made_on is not None and min(made_on, judging_line()) < feature_line(WIDENING):
-        planned = fingerprint_widened(program, "false")
+        planned = _fingerprint_widened(program, "false")
         if planned is not None:
             # said in the fingerprint: its schemas' nullability is then the restart's own
             pinned = (ALWAYS_NULLABLE, "false")
@@ -112,7 +129,7 @@ def plan_restarted(old: Fingerprint, program: Any) -> Fingerprint:
     return fingerprint(program)
 
 
-def fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
+def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
     """``program``'s fingerprint planned with the state schema widening set to ``widened``
     (``"true"``/``"false"``), its session's setting restored after; ``None`` where the
     installed Spark has no such setting or the program no session."""
