@@ -4,11 +4,11 @@ A checkpoint keeps the state's schemas and field names, not the plan: a window's
 aggregate's input or the code that updates the state are in no file Spark writes. The deploy
 step that starts a query can write the query's fingerprint into the checkpoint folder
 (:func:`pytest_opid.spark.restore.record_deploy`, ``opid record-deploy``) as
-:data:`RECORD_NAME`; a later ``check-restore`` on that checkpoint finds it and judges the
-next version's meaning against it, as ``--previous-fingerprint`` does. Spark ignores the file: a restart lists only ``metadata``,
-``offsets/``, ``commits/``, ``sources/`` and ``state/`` (``StreamExecution`` /
-``MicroBatchExecution``); the test ``tests/spark/test_deployed_record.py`` restarts a real
-query on a checkpoint holding it.
+:data:`RECORD_NAME`; a later ``check-restore`` on that checkpoint finds it and judges the next
+version's meaning against it, as ``--previous-fingerprint`` does. Spark ignores the file: a
+restart lists only ``metadata``, ``offsets/``, ``commits/``, ``sources/`` and ``state/``
+(``StreamExecution`` / ``MicroBatchExecution``); the test
+``tests/spark/test_checkpoint_evidence.py`` restarts a real query on a checkpoint holding it.
 
 A record is used only where it can be the query that wrote the checkpoint, checked as a
 ``--previous-fingerprint`` is (:mod:`.restart.written_by`: the stateful operators by number
