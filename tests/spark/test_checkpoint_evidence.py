@@ -68,7 +68,7 @@ def _run(df: Any, checkpoint: Path) -> Any:
         .start()
     )
     try:
-        query.awaitTermination(120)
+        query.awaitTermination(600)  # a loaded machine: the checkpoint must be complete
     finally:
         query.stop()
     return query
