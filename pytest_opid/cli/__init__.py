@@ -34,6 +34,7 @@ from pytest_opid.cli.commands import (
     diff_command,
     fingerprint_command,
     pin_command,
+    record_deploy_command,
     render_command,
     savepoint_command,
 )
@@ -86,6 +87,7 @@ _COMMANDS = {
     "check-restore": check_restore_command,
     "savepoint": savepoint_command,
     "checkpoint": checkpoint_command,
+    "record-deploy": record_deploy_command,
 }
 
 

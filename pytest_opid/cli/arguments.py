@@ -179,6 +179,36 @@ def parser(version: str) -> argparse.ArgumentParser:
     )
     restore.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    record = commands.add_parser(
+        "record-deploy",
+        help="Spark: keep the deployed query's fingerprint in its checkpoint folder",
+        description="At deploy time, write the fingerprint of the streaming query that runs on "
+        "CHECKPOINT into that folder (_opid_deployed.json, a file Spark ignores). "
+        "check-restore on the checkpoint then verifies the next version's state meaning "
+        "(windows, keys, aggregate inputs, which no checkpoint keeps) against it by itself. "
+        "The query: a saved fingerprint FINGERPRINT, or --spark MODULE:FUNCTION -- ARGS as "
+        "for fingerprint, planned with the settings the checkpoint pins.",
+    )
+    record.add_argument("path", metavar="CHECKPOINT", help="the query's checkpoint location")
+    record.add_argument(
+        "file", metavar="FINGERPRINT", nargs="?", help="the query's saved fingerprint"
+    )
+    record.add_argument(
+        "--spark",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="record the query FUNCTION(spark, *ARGS) returns (MODULE is imported from the "
+        "current directory)",
+    )
+    record.add_argument(
+        "--conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with --spark: a session setting, as production sets it (repeatable)",
+    )
+    record.add_argument("program_args", nargs="*", metavar="-- ARGS", help="FUNCTION's arguments")
+
     savepoint = commands.add_parser(
         "savepoint",
         help="print the operator states of a Flink savepoint or checkpoint",

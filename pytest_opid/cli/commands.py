@@ -164,6 +164,26 @@ def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
     return code, render_restore(result) + "\n"
 
 
+def record_deploy_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid record-deploy CHECKPOINT (FINGERPRINT | --spark MODULE:FUNCTION -- ARGS)``: the
+    running query's fingerprint kept in its checkpoint folder, for check-restore."""
+    if (args.file is None) == (args.spark is None):
+        raise UsageError(
+            "give the deployed query: opid record-deploy CHECKPOINT FINGERPRINT, or "
+            "opid record-deploy CHECKPOINT --spark MODULE:FUNCTION -- ARGS"
+        )
+    if args.file is not None and (args.conf or args.program_args):
+        raise UsageError("--conf and program arguments are for --spark")
+    from pytest_opid.spark import called_function, parse_conf, record_deploy
+
+    if args.spark is None:
+        path = record_deploy(args.path, load_input(args.file))
+    else:
+        with called_function(args.spark, args.program_args, parse_conf(args.conf)) as program:
+            path = record_deploy(args.path, program)
+    return EXIT_OK, f"recorded: {path}\n"
+
+
 def _program(args: argparse.Namespace) -> AbstractContextManager[object]:
     """The new program: a file (a saved fingerprint, snapshot or document), or with
     ``--spark MODULE:FUNCTION`` what the function returns, live in its session for the block,

@@ -451,7 +451,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
     elif _stages_changed(c):
         out += [
             "  - the query now reads another table, or shuffles, joins, groups or sorts by",
-            "    other keys (the Plan lines above): make sure the change is intended",
+            "    other keys: make sure the change is intended",
         ]
     if after:
         out += after

@@ -27,6 +27,11 @@ BATCH_NAME = re.compile(r"[0-9]{1,18}")  # HDFSMetadataLog batch files: the batc
 COMPACT_NAME = re.compile(r"([0-9]{1,18})\.compact")  # CompactibleFileStreamLog
 
 
+#: The file pytest-opid keeps in a checkpoint folder: the deployed query's fingerprint
+#: (:mod:`pytest_opid.spark.deployed`). Spark lists no such name; a slim copy keeps it.
+RECORD_NAME = "_opid_deployed.json"
+
+
 LINE_BREAK = re.compile(r"\r\n|\r|\n")  # java.io.BufferedReader.readLine
 
 

@@ -36,6 +36,7 @@ from types import FrameType
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import input_limit, not_regular, open_regular
+from pytest_opid.spark.checkpoint.files import RECORD_NAME
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.text import printable
 
@@ -49,7 +50,7 @@ _CHUNK = 1024 * 1024
 
 
 #: Top-level entries of a checkpoint that the reader uses, copied whole (but their .crc files).
-_KEPT = ("metadata", "offsets", "commits", "sources")
+_KEPT = ("metadata", "offsets", "commits", "sources", RECORD_NAME)
 
 
 #: Folders under ``state/<op>/...`` whose files are metadata and schemas, never state data.

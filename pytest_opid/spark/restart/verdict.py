@@ -40,6 +40,7 @@ a fingerprint, a problem that says so.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.result import (
@@ -48,6 +49,7 @@ from pytest_opid.result import (
     StateOperator,
 )
 from pytest_opid.spark.checkpoint.model import Checkpoint
+from pytest_opid.spark.checkpoint.state_rows import StateSample
 from pytest_opid.spark.renamings import current
 from pytest_opid.spark.restart.findings import (
     WIDENED_KINDS,
@@ -88,13 +90,15 @@ def check_checkpoint(
     new: Fingerprint,
     planned: bool = False,
     previous: Fingerprint | None = None,
+    samples: Mapping[int, StateSample] | None = None,
 ) -> RestoreCheck:
     """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``.
     ``planned``: ``new`` was planned with the settings the checkpoint pins, as Spark plans a
     restarted query (``_check_program`` in :mod:`pytest_opid.spark`). The checkpoint
     keeps the state's schemas and field names, not the plan: what the state means (a window,
     a key or aggregate expression under the same name) is checked against ``previous``, the
-    fingerprint of the query that wrote the checkpoint, where given, and otherwise said to be
+    fingerprint of the query that wrote the checkpoint, where given, else against what
+    ``samples`` of the state's rows show (a window's bounds), and otherwise said to be
     unverified."""
     _require_streaming(new, "a checkpoint")
     new = current(new)  # in the newest line's names, as the checkpoint's metadata, and
@@ -147,6 +151,7 @@ def check_checkpoint(
         avro=confs.get(ENCODING) == "avro",
         with_plan=previous is not None,
         endpoints=None if previous is None else previous.endpoints,
+        samples=samples,
     )
     exact = widened or planned or not _widened_by_its_spark(new)
     partitions = int(shuffle) if shuffle and shuffle.isdigit() else None
