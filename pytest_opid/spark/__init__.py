@@ -37,7 +37,7 @@ from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.checkpoint.slim import DEFAULT_BUDGET, slim_copy
 from pytest_opid.spark.checkpoint.text import render_text as render_checkpoint
 from pytest_opid.spark.checkpoint.text import watermark_iso
-from pytest_opid.spark.demonstrate import Demonstration, demonstrate
+from pytest_opid.spark.demonstration import Demonstration, demonstrate
 from pytest_opid.spark.query.connect import is_connect, replay, serve, stop_serving
 from pytest_opid.spark.query.fingerprint import fingerprint_graph
 from pytest_opid.spark.query.graph import SparkPlanGraph, graph_from_plan

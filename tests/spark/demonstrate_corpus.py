@@ -4,6 +4,7 @@ script, run by hand; a sample runs in tests/spark/test_demonstrate.py).
     python tests/spark/demonstrate_corpus.py                   # both corpora, a table
     python tests/spark/demonstrate_corpus.py --json out.jsonl  # and one record per pair
     python tests/spark/demonstrate_corpus.py CASE_ID ...       # some pairs
+    python tests/spark/demonstrate_corpus.py --corpus spark-restart --examples 1
 
 Truth, per pair: "refused" where real Spark 4.3 refused B on A's checkpoint (both corpora);
 in meaning-restart, "differs" where the restarted B emitted other rows for batch 3 than B from
@@ -92,6 +93,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("ids", nargs="*")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--corpus", choices=("spark-restart", "meaning-restart"))
     parser.add_argument("--examples", type=int, default=None)
     parser.add_argument("--seed", type=int, default=41)
     args = parser.parse_args(argv)
@@ -104,7 +106,11 @@ def main(argv: list[str]) -> int:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    chosen = [p for p in pairs() if not args.ids or p["id"] in args.ids]
+    chosen = [
+        p
+        for p in pairs()
+        if (not args.ids or p["id"] in args.ids) and args.corpus in (None, p["corpus"])
+    ]
     knobs = {} if args.examples is None else {"examples": args.examples}
     rows, agreed = [], 0
     out = args.json.open("w", encoding="utf-8") if args.json else None
@@ -122,23 +128,39 @@ def main(argv: list[str]) -> int:
                 seconds, result = time.monotonic() - started, None
         ok = agrees(pair["truth"], outcome)
         agreed += ok
-        row = (pair["corpus"], pair["id"], pair["truth"], pair["spark"], outcome, detail, seconds, ok)
+        row = (
+            pair["corpus"],
+            pair["id"],
+            pair["truth"],
+            pair["spark"],
+            outcome,
+            detail,
+            seconds,
+            ok,
+        )
         rows.append(row)
         print(
-            f"{'ok ' if ok else 'NO '} {pair['corpus']:15} {pair['id'][:60]:60} truth={pair['truth']:9} "
+            f"{'ok ' if ok else 'NO '} {pair['corpus']:15} {pair['id'][:60]:60} "
+            f"truth={pair['truth']:9} "
             f"got={outcome:8} {seconds:6.1f}s {detail[:70]}",
             flush=True,
         )
         if out is not None:
-            record = {"corpus": pair["corpus"], "id": pair["id"], "truth": pair["truth"],
-                      "spark": pair["spark"], "agrees": ok,
-                      "result": result.to_dict() if result is not None else {"error": detail}}
+            record = {
+                "corpus": pair["corpus"],
+                "id": pair["id"],
+                "truth": pair["truth"],
+                "spark": pair["spark"],
+                "agrees": ok,
+                "result": result.to_dict() if result is not None else {"error": detail},
+            }
             out.write(json.dumps(record) + "\n")
             out.flush()
     seconds = sorted(r[6] for r in rows)
     if seconds:
         print(
-            f"{agreed}/{len(rows)} agree; seconds per pair: median {seconds[len(seconds) // 2]:.1f}, "
+            f"{agreed}/{len(rows)} agree; seconds per pair: "
+            f"median {seconds[len(seconds) // 2]:.1f}, "
             f"max {seconds[-1]:.1f}, total {sum(seconds):.0f}"
         )
     spark.stop()

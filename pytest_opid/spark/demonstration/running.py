@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -32,40 +33,53 @@ class Failure:
     message: str
 
 
-class RunFailed(Exception):
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(f"[{failure.error_class}] {failure.message}")
-        self.failure = failure
+def run_together(
+    queries: list[tuple[Any, str, str]], timeout: float
+) -> list[list[list[str]] | Failure]:
+    """Start every ``(df, output mode, checkpoint)`` with ``availableNow`` at once (they share
+    the session's cores; each run is mostly the driver's own latency, so two at a time take
+    little longer than one), wait for all, and give per query the rows it emitted per
+    micro-batch, or how Spark stopped it."""
+    results: list[list[list[str]] | Failure] = []
+    started: list[Any] = []
+    try:
+        for df, mode, checkpoint in queries:
+            emitted: list[list[str]] = []
+            results.append(emitted)
+            try:
+                started.append(
+                    df.writeStream.foreachBatch(_capture(emitted))
+                    .outputMode(mode)
+                    .option("checkpointLocation", checkpoint)
+                    .trigger(availableNow=True)
+                    .start()
+                )
+            except Exception as exc:
+                started.append(None)
+                results[-1] = failure_of(exc)
+        deadline = time.monotonic() + timeout
+        for index, query in enumerate(started):
+            if query is None:
+                continue
+            try:
+                if not query.awaitTermination(max(1.0, deadline - time.monotonic())):
+                    raise DocumentError(f"a run did not finish in {timeout:g} s (run_timeout)")
+            except DocumentError:
+                raise
+            except Exception as exc:
+                results[index] = failure_of(exc)
+    finally:
+        for query in started:
+            if query is not None:
+                query.stop()
+    return results
 
 
-def run(df: Any, mode: str, checkpoint: str, timeout: float) -> list[list[str]]:
-    """The rows ``df`` emits per micro-batch, run once with ``availableNow`` on
-    ``checkpoint``; :class:`RunFailed` when Spark stops it with an error."""
-    emitted: list[list[str]] = []
-
+def _capture(emitted: list[list[str]]) -> Any:
     def capture(batch: Any, batch_id: int) -> None:
         emitted.append(sorted(row_text(r.asDict(recursive=True)) for r in batch.collect()))
 
-    try:
-        query = (
-            df.writeStream.foreachBatch(capture)
-            .outputMode(mode)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-    except Exception as exc:
-        raise RunFailed(failure_of(exc)) from None
-    try:
-        if not query.awaitTermination(timeout):
-            raise DocumentError(f"a run did not finish in {timeout:g} s (run_timeout)")
-    except DocumentError:
-        raise
-    except Exception as exc:
-        raise RunFailed(failure_of(exc)) from None
-    finally:
-        query.stop()
-    return emitted
+    return capture
 
 
 def row_text(row: dict[str, Any]) -> str:
@@ -110,7 +124,9 @@ def failure_of(exc: BaseException) -> Failure:
         while throwable.getCause() is not None and seen < 64:
             throwable = throwable.getCause()
             seen += 1
-        return Failure(str(throwable.getClass().getName()), _first_line(str(throwable.getMessage())))
+        return Failure(
+            str(throwable.getClass().getName()), _first_line(str(throwable.getMessage()))
+        )
     return Failure(f"python:{type(exc).__name__}", _first_line(text))
 
 

@@ -78,10 +78,7 @@ def _value(kind: Any, nullable: bool, number: int, step: timedelta, depth: int) 
         base = st.sampled_from((0.0, 1.5, 2.25, 10.0))
     elif isinstance(kind, T.StructType):
         base = st.fixed_dictionaries(
-            {
-                f.name: _value(f.dataType, f.nullable, number, step, depth + 1)
-                for f in kind.fields
-            }
+            {f.name: _value(f.dataType, f.nullable, number, step, depth + 1) for f in kind.fields}
         )
     elif isinstance(kind, T.ArrayType):
         element = _value(kind.elementType, kind.containsNull, number, step, depth + 1)
@@ -107,9 +104,7 @@ def _times(number: int, step: timedelta) -> Any:
     offset = st.integers(-(minutes * 3) // 2, minutes - 1)
     seconds = st.sampled_from((0, 1, 59, 30))
     begin = START + step * number
-    return st.builds(
-        lambda m, s: begin + timedelta(minutes=m, seconds=s), offset, seconds
-    )
+    return st.builds(lambda m, s: begin + timedelta(minutes=m, seconds=s), offset, seconds)
 
 
 def write(folder: Path, number: int, rows: list[dict[str, Any]]) -> None:

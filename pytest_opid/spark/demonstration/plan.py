@@ -130,6 +130,7 @@ def _construct(jvm: Any, like: Any, fields: list[Any]) -> Any:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
+    assert gateway is not None  # a session is running: the DataFrame was planned in it
     constructor = next(
         c for c in like.getClass().getConstructors() if c.getParameterCount() == len(fields)
     )

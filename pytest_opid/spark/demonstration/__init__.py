@@ -10,8 +10,8 @@ batches are compared with what ``new`` from scratch emits for them (by output mo
 every micro-batch in append and update mode, the last result in complete mode). Hypothesis draws
 the rows (:mod:`.rows`) and shrinks a difference to a few of them. Each run is one
 ``availableNow`` run per batch, in the DataFrame's own session with its settings; the sources
-read folders of ours (:mod:`.plan`), the sink is a collecting ``foreachBatch`` (:mod:`.run`), and
-the temporary folder is removed at the end.
+read folders of ours (:mod:`.plan`), the sink is a collecting ``foreachBatch``
+(:mod:`.running`), and the temporary folder is removed at the end.
 """
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.spark.demonstrate.outcome import Demonstration, Outcome
-from pytest_opid.spark.demonstrate.plan import file_sources, schema_of, with_sources
-from pytest_opid.spark.demonstrate.rows import Batches, batches_strategy, write
-from pytest_opid.spark.demonstrate.run import Failure, RunFailed, row_text, run
+from pytest_opid.spark.demonstration.outcome import Demonstration, Outcome
+from pytest_opid.spark.demonstration.plan import file_sources, schema_of, with_sources
+from pytest_opid.spark.demonstration.rows import Batches, batches_strategy, write
+from pytest_opid.spark.demonstration.running import Failure, row_text, run_together
 
 __all__ = ["DEFAULT_EXAMPLES", "Demonstration", "Outcome", "demonstrate"]
 
 #: Default budget (figures: benchmarks/bench_demonstrate.py): each example is 2 * batches
 #: ``availableNow`` runs, about 1 s each on a 2-core machine for a small stateful query.
-DEFAULT_EXAMPLES = 4
+DEFAULT_EXAMPLES = 3
 DEFAULT_BATCHES = 3
 DEFAULT_ROWS = 6
-DEFAULT_SHRINK_SECONDS = 30.0
+DEFAULT_SHRINK_SECONDS = 20.0
 
 
 def demonstrate(
@@ -72,7 +72,9 @@ def demonstrate(
     after, mode_after = _query(new, output_mode, "new")
     after_count = restart_after if restart_after is not None else batches - 1
     if not 1 <= after_count < batches:
-        raise DocumentError(f"restart_after={after_count}: must be 1 to batches - 1 ({batches - 1})")
+        raise DocumentError(
+            f"restart_after={after_count}: must be 1 to batches - 1 ({batches - 1})"
+        )
     if examples < 1 or rows < 1:
         raise DocumentError("examples and rows must be at least 1")
     if seed is None:
@@ -95,6 +97,8 @@ def demonstrate(
         )
         strategy = batches_strategy(schemas, batches, rows, time_step)
         found = _find(strategy, search, examples, seed)
+        if found is not None and shrink_seconds > 0:
+            found = search.shrink(found)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     common = {
@@ -192,7 +196,6 @@ class _Search:
     examples: int = 0
     shrinks: int = 0
     refusal: Failure | None = None
-    first_found: float | None = None
     memo: dict[str, tuple[list[str], list[str]] | None] = field(default_factory=dict)
 
     def differs(self, data: Batches) -> bool:
@@ -201,56 +204,75 @@ class _Search:
             return self.memo[key] is not None
         if self.refusal is not None:
             return False
-        if self.first_found is not None:
-            if time.monotonic() - self.first_found > self.shrink_seconds:
-                return False
-            self.shrinks += 1
-        else:
-            self.examples += 1
+        self.examples += 1
         result = self._example(data)
         if isinstance(result, Failure):
             self.refusal = result
             return False
         self.memo[key] = result
-        if result is not None and self.first_found is None:
-            self.first_found = time.monotonic()
         return result is not None
+
+    def shrink(self, data: Batches) -> Batches:
+        """``data`` with rows removed while the difference stays, for ``shrink_seconds`` at
+        most: each source's rows of each batch, halves first, then single rows (delta
+        debugging, in the order Hypothesis drew them)."""
+        deadline = time.monotonic() + self.shrink_seconds
+        slots = [(b, s) for b, batch in enumerate(data) for s in batch]
+        chunk = max(len(data[b][s]) for b, s in slots) // 2 or 1
+        while chunk >= 1 and time.monotonic() < deadline:
+            for b, s in slots:
+                rows = data[b][s]
+                start = 0
+                while start < len(rows) and time.monotonic() < deadline:
+                    trial = [dict(batch) for batch in data]
+                    trial[b][s] = rows[:start] + rows[start + chunk :]
+                    key = _key(trial)
+                    if key not in self.memo:
+                        self.shrinks += 1
+                        result = self._example(trial)
+                        self.memo[key] = None if isinstance(result, Failure) else result
+                    if self.memo[key] is not None:
+                        data, rows = trial, trial[b][s]
+                    else:
+                        start += chunk
+            chunk //= 2
+        return data
 
     def _example(self, data: Batches) -> tuple[list[str], list[str]] | Failure | None:
         for side in ("restart", "scratch", "checkpoints"):
             shutil.rmtree(self.root / side, ignore_errors=True)
         checkpoints = self.root / "checkpoints"
-        previous, restarted, scratch = self.previous, self.restarted, self.scratch
         from_restart: list[list[str]] = []
         from_scratch: list[list[str]] = []
+        scratch = (*self.scratch, str(checkpoints / "scratch"))
         for number, batch in enumerate(data):
-            for index, (_, rows) in enumerate(batch.items()):
+            for index, rows in enumerate(batch.values()):
                 for side in ("restart", "scratch"):
                     write(self.root / side / f"source{index}", number, rows)
-            emitted = self._run(scratch, checkpoints / "scratch", "the new query from scratch")
             if number < self.restart_after:
-                self._run(previous, checkpoints / "previous", "the previous query")
+                previous = (*self.previous, str(checkpoints / "previous"))
+                ran = run_together([previous, scratch], self.run_timeout)
+                _own(ran[0], "the previous query")
+                _own(ran[1], "the new query from scratch")
                 continue
             if number == self.restart_after:
                 shutil.copytree(checkpoints / "previous", checkpoints / "restarted")
-            from_scratch.extend(emitted)
-            try:
-                from_restart.extend(
-                    run(restarted[0], restarted[1], str(checkpoints / "restarted"),
-                        self.run_timeout)
-                )
-            except RunFailed as failed:
-                return failed.failure
-        return _difference(from_restart, from_scratch, restarted[1])
+            restarted = (*self.restarted, str(checkpoints / "restarted"))
+            ran = run_together([restarted, scratch], self.run_timeout)
+            from_scratch.extend(_own(ran[1], "the new query from scratch"))
+            if isinstance(ran[0], Failure):
+                return ran[0]
+            from_restart.extend(ran[0])
+        return _difference(from_restart, from_scratch, self.restarted[1])
 
-    def _run(self, query: tuple[Any, str], checkpoint: Path, what: str) -> list[list[str]]:
-        try:
-            return run(query[0], query[1], str(checkpoint), self.run_timeout)
-        except RunFailed as failed:
-            f = failed.failure
-            raise DocumentError(
-                f"{what} fails on its own (not a restart): [{f.error_class}] {f.message}"
-            ) from None
+
+def _own(result: list[list[str]] | Failure, what: str) -> list[list[str]]:
+    """A run's rows; its failure, where no restart explains it, is the query's own."""
+    if isinstance(result, Failure):
+        raise DocumentError(
+            f"{what} fails on its own (not a restart): [{result.error_class}] {result.message}"
+        )
+    return result
 
 
 def _difference(
@@ -268,7 +290,9 @@ def _difference(
 
 
 def _find(strategy: Any, search: _Search, examples: int, seed: int) -> Batches | None:
-    """The smallest input Hypothesis finds on which the two runs differ, or ``None``."""
+    """The first input Hypothesis draws on which the two runs differ, or ``None``. Hypothesis's
+    own shrinker is not used: it tries thousands of inputs, and each costs 2 * batches runs of
+    Spark here; :func:`_shrink` removes rows within a time budget instead."""
     from hypothesis import HealthCheck, Phase, Verbosity, find, settings
     from hypothesis.errors import NoSuchExample
 
@@ -276,7 +300,7 @@ def _find(strategy: Any, search: _Search, examples: int, seed: int) -> Batches |
         max_examples=examples,
         database=None,
         deadline=None,
-        phases=(Phase.generate, Phase.shrink),
+        phases=(Phase.generate,),
         suppress_health_check=list(HealthCheck),
         verbosity=Verbosity.quiet,
     )
