@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     )
     from pytest_opid.render.explain import explain
     from pytest_opid.restore import check_restore
-    from pytest_opid.spark import Demonstration, demonstrate
     from pytest_opid.result import (
         ChainedOperator,
         Fingerprint,
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
         StateOperator,
         StateStore,
     )
+    from pytest_opid.spark import Demonstration, demonstrate
 
 __version__ = "0.2.0"
 

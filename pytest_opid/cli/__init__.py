@@ -37,6 +37,7 @@ from pytest_opid.cli.commands import (
     render_command,
     savepoint_command,
 )
+from pytest_opid.cli.demonstrate import demonstrate_command
 from pytest_opid.errors import OpidError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.text import safe_text
@@ -86,6 +87,7 @@ _COMMANDS = {
     "check-restore": check_restore_command,
     "savepoint": savepoint_command,
     "checkpoint": checkpoint_command,
+    "demonstrate": demonstrate_command,
 }
 
 

@@ -207,6 +207,9 @@ def parser(version: str) -> argparse.ArgumentParser:
         "file also within OPID_MAX_INPUT_BYTES",
     )
     checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+    from pytest_opid.cli.demonstrate import add_parser as add_demonstrate
+
+    add_demonstrate(commands)
     return parser
 
 

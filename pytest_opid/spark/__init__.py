@@ -38,6 +38,7 @@ from pytest_opid.spark.checkpoint.slim import DEFAULT_BUDGET, slim_copy
 from pytest_opid.spark.checkpoint.text import render_text as render_checkpoint
 from pytest_opid.spark.checkpoint.text import watermark_iso
 from pytest_opid.spark.demonstration import Demonstration, demonstrate
+from pytest_opid.spark.demonstration.program import demonstrate_functions
 from pytest_opid.spark.query.connect import is_connect, replay, serve, stop_serving
 from pytest_opid.spark.query.fingerprint import fingerprint_graph
 from pytest_opid.spark.query.graph import SparkPlanGraph, graph_from_plan
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_BUDGET",
     "Demonstration",
     "demonstrate",
+    "demonstrate_functions",
     "fingerprint",
     "fingerprint_function",
     "judged_for",

@@ -96,6 +96,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--corpus", choices=("spark-restart", "meaning-restart"))
     parser.add_argument("--examples", type=int, default=None)
     parser.add_argument("--seed", type=int, default=41)
+    parser.add_argument("--shrink-seconds", type=float, default=None)
     args = parser.parse_args(argv)
     from pyspark.sql import SparkSession
 
@@ -111,7 +112,9 @@ def main(argv: list[str]) -> int:
         for p in pairs()
         if (not args.ids or p["id"] in args.ids) and args.corpus in (None, p["corpus"])
     ]
-    knobs = {} if args.examples is None else {"examples": args.examples}
+    knobs: dict[str, Any] = {} if args.examples is None else {"examples": args.examples}
+    if args.shrink_seconds is not None:
+        knobs["shrink_seconds"] = args.shrink_seconds
     rows, agreed = [], 0
     out = args.json.open("w", encoding="utf-8") if args.json else None
     for pair in chosen:
