@@ -64,6 +64,10 @@ ELSEWHERE = {
         "not run: a case of tests/data/spark-restart (its verdict: "
         "tests/spark/restart/test_restart_data.py)"
     ),
+    "opid demonstrate --spark examples.spark.sessions:thirty_minutes --spark "
+    "examples.spark.sessions:ten_minutes --seed 41 -- /tmp/opid-sessions": (
+        "tests/spark/test_demonstrate_cli.py (in the test's session, its own folder)"
+    ),
     "opid check-restore a.opid b.json": (
         "not run: a case of tests/data/tws-restart (its verdict: "
         "tests/spark/restart/test_transform_with_state_restarts.py)"

@@ -70,6 +70,9 @@ def demonstrate(
     started = time.monotonic()
     before, mode_before = _query(previous, output_mode, "previous")
     after, mode_after = _query(new, output_mode, "new")
+    # a DataFrame without a mode takes the other version's writer's
+    mode_before = mode_before or mode_after or "append"
+    mode_after = mode_after or mode_before
     after_count = restart_after if restart_after is not None else batches - 1
     if not 1 <= after_count < batches:
         raise DocumentError(
@@ -129,8 +132,9 @@ def demonstrate(
     )
 
 
-def _query(obj: Any, output_mode: str | None, name: str) -> tuple[Any, str]:
-    """The streaming DataFrame and output mode of a DataFrame or a ``DataStreamWriter``."""
+def _query(obj: Any, output_mode: str | None, name: str) -> tuple[Any, str | None]:
+    """The streaming DataFrame and output mode of a DataFrame or a ``DataStreamWriter``
+    (``None``: a DataFrame, no mode given)."""
     df, mode = obj, output_mode
     if type(obj).__name__ == "DataStreamWriter" and hasattr(obj, "_df"):
         df = obj._df
@@ -140,7 +144,9 @@ def _query(obj: Any, output_mode: str | None, name: str) -> tuple[Any, str]:
             f"{name}: expected a streaming DataFrame or DataStreamWriter of a classic "
             f"(not Connect) session, got {type(obj).__name__}"
         )
-    mode = (mode or "append").lower()
+    if mode is None:
+        return df, None
+    mode = mode.lower()
     if mode not in ("append", "update", "complete"):
         raise DocumentError(f"{name}: output mode {mode!r}: expected append, update or complete")
     return df, mode

@@ -167,7 +167,9 @@ def checkpoint_meaning(
 CHECK_WITH_PREVIOUS = (
     "To verify it: opid check-restore CHECKPOINT NEW --previous-fingerprint OLD.json (the "
     "fingerprint or snapshot of the query that wrote the checkpoint), or in pytest keep the "
-    "query's snapshot next to previous=."
+    "query's snapshot next to previous=. To see what the restart does: opid demonstrate "
+    "--spark OLD_MODULE:FUNCTION --spark NEW_MODULE:FUNCTION runs both versions on generated "
+    "rows (in pytest: opid.demonstrate_with(old_query))."
 )
 
 
