@@ -8,7 +8,8 @@ import argparse
 import json
 from typing import Any
 
-from pytest_opid.cli.arguments import UsageError
+from pytest_opid.errors import DocumentError
+from pytest_opid.spark import demonstrate_functions, parse_conf
 
 #: Exit status: 0 "same" (no difference found), 1 "differs" or "refused".
 EXIT_SAME = 0
@@ -57,14 +58,12 @@ def add_parser(commands: Any) -> None:
 
 def demonstrate_command(args: argparse.Namespace) -> tuple[int, str]:
     if len(args.spark) != 2:
-        raise UsageError("give --spark twice: the previous query, then the new one")
+        raise DocumentError("give --spark twice: the previous query, then the new one")
     knobs = {
         name: getattr(args, name)
         for name in ("examples", "batches", "seed", "output_mode")
         if getattr(args, name) is not None
     }
-    from pytest_opid.spark import demonstrate_functions, parse_conf
-
     result = demonstrate_functions(
         args.spark[0], args.spark[1], args.program_args, parse_conf(args.conf), **knobs
     )

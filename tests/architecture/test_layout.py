@@ -178,6 +178,7 @@ def test_public_api_is_all():
         "ChainingStrategy",
         "Check",
         "Comparison",
+        "Demonstration",
         "DocumentError",
         "Edge",
         "ExchangeMode",
@@ -199,6 +200,7 @@ def test_public_api_is_all():
         "check_restore",
         "compare",
         "compute",
+        "demonstrate",
         "fingerprint",
         "explain",
     }
