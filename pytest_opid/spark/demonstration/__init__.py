@@ -100,6 +100,8 @@ def demonstrate(
         )
         strategy = batches_strategy(schemas, batches, rows, time_step)
         found = _find(strategy, search, examples, seed)
+        if search.error is not None:
+            raise search.error
         if found is not None and shrink_seconds > 0:
             found = search.shrink(found)
     finally:
@@ -202,6 +204,7 @@ class _Search:
     examples: int = 0
     shrinks: int = 0
     refusal: Failure | None = None
+    error: Exception | None = None
     memo: dict[str, tuple[list[str], list[str]] | None] = field(default_factory=dict)
 
     def differs(self, data: Batches) -> bool:
@@ -210,8 +213,14 @@ class _Search:
             return self.memo[key] is not None
         if self.refusal is not None:
             return False
+        if self.error is not None:
+            return False
         self.examples += 1
-        result = self._example(data)
+        try:
+            result = self._example(data)
+        except Exception as exc:  # raised after the search: Hypothesis would retry it
+            self.error = exc
+            return False
         if isinstance(result, Failure):
             self.refusal = result
             return False
