@@ -1,7 +1,7 @@
 """The contract between the engine-neutral core and an engine: what a change means there.
 
 :class:`Check` is what ``@pytest.mark.stable_topology`` holds stable; :class:`EngineRules` is what
-an engine registers (:func:`pytest_opid.io.registry.register_engine`) to judge a comparison and
+an engine registers (:func:`pytest_opid.engines.register_engine`) to judge a comparison and
 word its verdict. Both live apart from the comparison and the registry, which use them, so that
 neither of those imports the other.
 """

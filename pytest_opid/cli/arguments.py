@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from pytest_opid.cli.demonstrate import add_parser as add_demonstrate
 from pytest_opid.engine_rules import Check
-from pytest_opid.io.registry import data_formats
+from pytest_opid.inputs import data_formats
 from pytest_opid.render.picture import FORMATS as PICTURE_FORMATS
 
 
@@ -47,22 +47,8 @@ def parser(version: str) -> argparse.ArgumentParser:
         "fixture of the pytest plugin).",
     )
     fp.add_argument("file", metavar="FILE", nargs="?", help="a file, a JOB.jar, or - for stdin")
-    fp.add_argument(
-        "--spark",
-        metavar="MODULE:FUNCTION",
-        default=None,
-        help="fingerprint the DataFrame, streaming DataFrame or StreamingQuery that "
-        "FUNCTION(spark, *ARGS) returns (MODULE is imported from the current directory)",
-    )
-    fp.add_argument(
-        "--conf",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="with --spark: a session setting, as production sets it (repeatable)",
-    )
+    _spark_program_options(fp)
     fp.add_argument("--main-class", default=None, help="a jar's entry class (default: manifest)")
-    fp.add_argument("program_args", nargs="*", metavar="-- ARGS", help="a jar's program arguments")
     _common_options(fp)
 
     pin = commands.add_parser(
@@ -138,14 +124,20 @@ def parser(version: str) -> argparse.ArgumentParser:
         help="would PROGRAM start from PREVIOUS's state? (as Flink or Spark decides)",
         description="Check a new program against previous state: a Flink savepoint or "
         "checkpoint (directory or _metadata), a Spark checkpoint directory, a saved fingerprint "
-        "or an .opid snapshot. Exit 0 when restorable and safe, 1 when not restorable or "
-        "not safe (Spark restarts, but a stateful operator reads its state as something "
-        "else), 2 on bad input, 3 when restorable but the state's meaning could not be "
-        "verified (a Spark checkpoint keeps no window or key expression: add "
+        "or an .opid snapshot. The new program is a file (a saved fingerprint, snapshot or "
+        "topology document) or, with --spark MODULE:FUNCTION -- ARGS, the PySpark query "
+        "FUNCTION(spark, *ARGS) returns, planned with the settings the checkpoint pins as "
+        "Spark plans the restarted query. Exit 0 when restorable and safe, 1 when not "
+        "restorable or not safe (Spark restarts, but a stateful operator reads its state as "
+        "something else), 2 on bad input, 3 when restorable but the state's meaning could not "
+        "be verified (a Spark checkpoint keeps no window or key expression: add "
         "--previous-fingerprint).",
     )
     restore.add_argument("previous", metavar="PREVIOUS", help="the previous state (a path)")
-    restore.add_argument("program", metavar="PROGRAM", help="the new program (a file, or -)")
+    restore.add_argument(
+        "program", metavar="PROGRAM", nargs="?", help="the new program (a file, or -)"
+    )
+    _spark_program_options(restore)
     restore.add_argument(
         "--allow-non-restored-state",
         action="store_true",
@@ -236,6 +228,31 @@ def _picture_options(parser: argparse.ArgumentParser) -> None:
         default=500,
         help="draw at most N nodes; larger pictures fold unchanged chains and say what they "
         "left out (default: 500; 0: no cap)",
+    )
+
+
+def _spark_program_options(parser: argparse.ArgumentParser) -> None:
+    """``--spark MODULE:FUNCTION [--conf KEY=VALUE ...] [-- ARGS]``: a PySpark program from the
+    team's own code (``fingerprint`` and ``check-restore`` take it alike)."""
+    parser.add_argument(
+        "--spark",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="the DataFrame, streaming DataFrame, DataStreamWriter or StreamingQuery that "
+        "FUNCTION(spark, *ARGS) returns (MODULE is imported from the current directory)",
+    )
+    parser.add_argument(
+        "--conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with --spark: a session setting, as production sets it (repeatable)",
+    )
+    parser.add_argument(
+        "program_args",
+        nargs="*",
+        metavar="-- ARGS",
+        help="with --spark: the function's arguments (for fingerprint, also a jar's)",
     )
 
 

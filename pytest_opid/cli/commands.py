@@ -19,11 +19,12 @@ from pytest_opid.errors import DocumentError
 from pytest_opid.flink import (
     Savepoint,
     fingerprint_jar,
+    is_savepoint,
     pin_lines,
     read_savepoint,
     render_savepoint,
 )
-from pytest_opid.io.registry import load_input, restore_source
+from pytest_opid.inputs import load_input
 from pytest_opid.render.explain import render
 from pytest_opid.render.picture import picture
 from pytest_opid.render.restore import render_restore
@@ -140,25 +141,44 @@ def _save(path: str, text: str) -> None:
 
 
 def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
-    """``opid check-restore PREVIOUS PROGRAM``: exit 0 when restorable and safe (or, with
-    ``--allow-reinterpreted-state``, restorable), 1 when not, 3 when restorable but the
-    state's meaning was not verified."""
-    program = load_input(args.program)
+    """``opid check-restore PREVIOUS PROGRAM`` (or ``--spark MODULE:FUNCTION``): exit 0 when
+    restorable and safe (or, with ``--allow-reinterpreted-state``, restorable), 1 when not, 3
+    when restorable but the state's meaning was not verified."""
     was = None if args.previous_fingerprint is None else load_input(args.previous_fingerprint)
-    with _judged_for(args.spark_version):
+    with _judged_for(args.spark_version), _program(args) as program:
         result = check_restore(
             args.previous,
             program,
             allow_non_restored_state=args.allow_non_restored_state,
             previous_fingerprint=was,
         )
-    accepted = result.safe or (result.restorable and args.allow_reinterpreted_state)
-    code = EXIT_OK if accepted else EXIT_FAILED
-    if code == EXIT_OK and not result.meaning_verified and not args.allow_reinterpreted_state:
+    if result.safe is True or (result.restorable and args.allow_reinterpreted_state):
+        code = EXIT_OK
+    elif result.safe is None:
         code = EXIT_UNVERIFIED
+    else:
+        code = EXIT_FAILED
     if args.json:
         return code, _json(result.to_dict())
     return code, render_restore(result) + "\n"
+
+
+def _program(args: argparse.Namespace) -> AbstractContextManager[object]:
+    """The new program: a file (a saved fingerprint, snapshot or document), or with
+    ``--spark MODULE:FUNCTION`` what the function returns, live in its session for the block,
+    so that the restore entrance plans it as Spark plans a restarted query."""
+    if args.spark is None:
+        if args.program is None:
+            raise UsageError(
+                "the following arguments are required: PROGRAM (or --spark MODULE:FUNCTION)"
+            )
+        if args.conf or args.program_args:
+            raise UsageError("--conf and program arguments are for --spark")
+        return nullcontext(load_input(args.program))
+    from pytest_opid.spark import called_function, parse_conf
+
+    program_args = ([args.program] if args.program is not None else []) + list(args.program_args)
+    return called_function(args.spark, program_args, parse_conf(args.conf))
 
 
 def _judged_for(version: str | None) -> AbstractContextManager[object]:
@@ -224,9 +244,8 @@ def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str])
 def pin_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid pin``: the setUidHash lines that freeze a Flink job's state IDs."""
     path = Path(args.previous)
-    source = restore_source(path) if path.exists() else None
     previous: Savepoint | Fingerprint
-    if source is not None and source.name == "flink-savepoint":
+    if path.exists() and is_savepoint(path):
         previous = read_savepoint(path)
     else:
         previous = load_input(args.previous)

@@ -23,7 +23,7 @@ __all__ = ["FlinkRules"]
 
 
 class FlinkRules:
-    """Flink's restore rules for :mod:`pytest_opid.io.registry`."""
+    """Flink's restore rules for :mod:`pytest_opid.engines`."""
 
     name = "flink"
 

@@ -123,7 +123,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "both; by default a streaming job's state, a batch job's stages. previous= also "
         "checks against a real checkpoint, savepoint or saved fingerprint; "
         "allow_reinterpreted_state=True passes a Spark restart that reads state under "
-        "another meaning (still reported); allow_non_restored_state=True (Flink) accepts "
+        "another meaning (still reported); allow_unverified=True passes a previous= whose "
+        "state's meaning could not be checked (no snapshot of the query that wrote the "
+        "checkpoint); allow_non_restored_state=True (Flink) accepts "
         "state the new job drops; name= names the snapshot. After a safe deploy, accept "
         "the change: pytest --snapshot-update",
     )

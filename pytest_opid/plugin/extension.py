@@ -28,9 +28,10 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError, OpidError
+from pytest_opid.inputs import fingerprint
 from pytest_opid.io.json import input_limit
-from pytest_opid.io.registry import engine_rules, fingerprint
 from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.render.explain import render
 

@@ -115,7 +115,7 @@ class Recorder:
             )
         if name is not None:
             check_name(name)
-        from pytest_opid.io.registry import fingerprint
+        from pytest_opid.inputs import fingerprint
 
         fp = fingerprint(obj)
         key: int | str
@@ -143,9 +143,9 @@ class Recorder:
         updates its state changed; ``previous=``'s checkpoint leaves its meaning not verified),
         run it: :func:`pytest_opid.demonstrate` from ``previous`` (the query as it was: a
         streaming DataFrame or ``DataStreamWriter``) to the recorded query, ``knobs`` passed on.
-        A "differs" or "refused" fails the test with the rows; a "same" is added to a
-        function-change failure (no difference found is no proof) and is a warning where
-        the meaning was only not verified. Needs no other call: the runs happen at the check.
+        The demonstration is added to the failure (rows included); where the test accepts an
+        unverified meaning (``allow_unverified``), a "differs" or "refused" fails it and a "same"
+        is a warning (no difference found is no proof). The runs happen at the check.
         """
         self._demonstrate = (previous, knobs)
 
@@ -192,27 +192,67 @@ class Recorder:
         program: Any,
         *,
         previous: Any,
+        previous_fingerprint: Any = None,
         allow_non_restored_state: bool = False,
         allow_reinterpreted_state: bool = False,
+        allow_unverified: bool = False,
     ) -> RestoreCheck:
         """Assert that ``program`` would start from ``previous``, as its engine decides at
         restore: a Flink savepoint or checkpoint (directory or ``_metadata``), a Spark
         checkpoint directory, a saved fingerprint or an ``.opid`` snapshot. A relative path is
-        taken from the test file's folder. Fails the test with the engine's explanation when
-        not restorable, or when a stateful operator would read its state under another meaning
-        (unless ``allow_reinterpreted_state``); warnings become :class:`OpidRestoreWarning`.
-        Needs no marker."""
-        from pytest_opid.render.restore import render_restore
+        taken from the test file's folder. ``previous_fingerprint``: the snapshot or saved
+        fingerprint of the job that wrote a Spark checkpoint, which says what its state means.
+        Fails the test with the engine's explanation when not restorable, when a stateful
+        operator would read its state under another meaning (unless
+        ``allow_reinterpreted_state``), or when that meaning could not be checked (unless
+        ``allow_unverified``); warnings become :class:`OpidRestoreWarning`. Needs no marker."""
         from pytest_opid.restore import check_restore
 
         path = beside_test(self._item, previous)
-        result = check_restore(path, program, allow_non_restored_state=allow_non_restored_state)
+        was = (
+            None if previous_fingerprint is None else beside_test(self._item, previous_fingerprint)
+        )
+        result = check_restore(
+            path,
+            program,
+            allow_non_restored_state=allow_non_restored_state,
+            previous_fingerprint=was,
+        )
         where = relative(str(path), self._item.config.rootpath)
-        allow = allow_reinterpreted_state or self._allow_reinterpreted()
-        if not result.restorable or not (result.safe or allow):
-            pytest.fail(safe(f"Restore from {where}:\n{render_restore(result)}"), pytrace=False)
+        failure = self._restore_failure(
+            result,
+            where,
+            allow_reinterpreted_state or self._allow_reinterpreted(),
+            allow_unverified or self._allow_unverified(),
+        )
+        if failure is not None:
+            pytest.fail(safe(failure), pytrace=False)
         self._restore_warnings(result, f"Restore from {where}:")
         return result
+
+    def _restore_failure(
+        self, result: RestoreCheck, where: str, reinterpreted_ok: bool, unverified_ok: bool
+    ) -> str | None:
+        """The failure a restore verdict makes, or ``None``: not restorable; state read under
+        another meaning; its meaning not checked (never passed as safe without evidence)."""
+        from pytest_opid.render.restore import render_restore
+
+        if not result.restorable or (result.reinterpreted and not reinterpreted_ok):
+            return f"Restore from {where}:\n{render_restore(result)}"
+        if result.safe is None and not unverified_ok and not result.reinterpreted:
+            return (
+                f"Restore from {where}: restorable, but what the state means was not verified "
+                "(the checkpoint keeps no window or key expression), so this is not shown safe. "
+                "Verify it: give the snapshot or saved fingerprint of the query that wrote the "
+                "checkpoint (previous_fingerprint=..., or record it under the marker with "
+                "previous=, whose snapshot is used), or pass allow_unverified=True to accept "
+                f"the restart unverified.\n{render_restore(result)}"
+            )
+        return None
+
+    def _allow_unverified(self) -> bool:
+        marker = self._marker
+        return bool(marker is not None and marker.kwargs.get("allow_unverified"))
 
     def _allow_reinterpreted(self) -> bool:
         marker = self._marker
@@ -233,9 +273,8 @@ class Recorder:
         previous = marker.kwargs.get("previous") if marker is not None else None
         if previous is None:
             return []
+        from pytest_opid.engines import engine_for_state
         from pytest_opid.errors import OpidError
-        from pytest_opid.io.registry import restore_source
-        from pytest_opid.render.restore import render_restore
         from pytest_opid.restore import check_restore
 
         path = beside_test(self._item, previous)
@@ -244,8 +283,8 @@ class Recorder:
         accept = self._allow_reinterpreted()
         # A Spark checkpoint keeps no plan: the snapshot, the query that wrote it, says what
         # its state means.
-        source = restore_source(path) if path.exists() else None
-        with_plan = source is not None and source.check_with_previous is not None
+        owner = engine_for_state(path) if path.exists() else None
+        with_plan = owner is not None and not owner.restore.keeps_plan
         failures = []
         for entry in self._entries:
             written_by = self._snapshots.get(entry.key) if with_plan else None
@@ -259,8 +298,14 @@ class Recorder:
             except OpidError as exc:
                 failures.append(f"Restore from {where}: {exc}")
                 continue
-            if not result.restorable or not (result.safe or accept):
-                failures.append(f"Restore from {where}:\n{render_restore(result)}")
+            failure = self._restore_failure(result, where, accept, self._allow_unverified())
+            if failure is not None:
+                shown = None
+                if result.restorable and not result.meaning_verified:
+                    shown = self._demonstrated(entry.key)  # what a prediction could not say
+                if shown is not None:
+                    failure += f"\nDemonstrated restart:\n{shown.render()}"
+                failures.append(failure)
             else:
                 self._restore_warnings(result, f"Restore from {where}:")
                 if not result.meaning_verified:

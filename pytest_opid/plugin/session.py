@@ -264,7 +264,7 @@ def _summarise_stale(terminalreporter: Any, stale: list[str]) -> None:
 def _summarise_other_versions(terminalreporter: Any, made: list[list[str]]) -> None:
     """Snapshots made with another version of their engine: said once per pair of versions,
     with what the comparison held (the engine's rules say which facts both versions record)."""
-    from pytest_opid.io.registry import engine_rules
+    from pytest_opid.engines import engine_rules
 
     groups: dict[tuple[str, str, str], list[str]] = {}
     for where, engine, old, new in made:

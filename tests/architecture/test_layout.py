@@ -25,6 +25,8 @@ LAYERS = (
             "io",
             "result",
             "engine_rules",
+            "engines",
+            "inputs",
             "comparison",
             "restore",
         ),
