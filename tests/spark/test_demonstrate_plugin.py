@@ -14,11 +14,16 @@ import pytest
 pytestmark = pytest.mark.spark_line("4.3", reason="one line is enough: the engine is Spark's own")
 
 TEST = """
+import sys
 from datetime import timedelta
 
 import pandas as pd
 import pytest
+from pyspark import cloudpickle
 from pyspark.sql.streaming.state import GroupStateTimeout
+
+# Spark's Python workers cannot import this module (pytester's folder): its functions go by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SCHEMA = "user STRING, ts TIMESTAMP"
 SESSION_TIMEOUT = timedelta(minutes={minutes})

@@ -10,6 +10,7 @@ is used). Spark's log stays at ERROR; its start-up messages are kept off the ter
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,15 @@ def demonstrate_functions(
     """Call both ``module:function`` targets in a local session with ``conf`` and demonstrate
     the restart from the first's query to the second's."""
     functions = [resolve_function(previous), resolve_function(new)]
+    from pyspark import cloudpickle
+
+    for function in functions:
+        # Spark's Python workers do not see the current folder this process imported the
+        # module from: the module's functions (a UDF, an applyInPandasWithState function)
+        # travel by value
+        module = sys.modules.get(getattr(function, "__module__", "") or "")
+        if module is not None and module.__name__ != "__main__":
+            cloudpickle.register_pickle_by_value(module)
     spark, created = local_session({**DEMONSTRATE_CONF, **(conf or {})})
     try:
         spark.sparkContext.setLogLevel("OFF")
