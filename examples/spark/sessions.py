@@ -5,7 +5,7 @@ the state's schema and the function's name stay the same, so Spark restarts it o
 version's checkpoint, and only running both shows what that does to the sessions in flight.
 
     opid demonstrate --spark examples.spark.sessions:thirty_minutes \\
-        --spark examples.spark.sessions:ten_minutes --seed 41 -- /tmp/opid-sessions
+        --spark examples.spark.sessions:ten_minutes --seed 41 --examples 8 -- /tmp/opid-sessions
 """
 
 from __future__ import annotations

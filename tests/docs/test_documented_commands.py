@@ -65,7 +65,7 @@ ELSEWHERE = {
         "tests/spark/restart/test_restart_data.py)"
     ),
     "opid demonstrate --spark examples.spark.sessions:thirty_minutes --spark "
-    "examples.spark.sessions:ten_minutes --seed 41 -- /tmp/opid-sessions": (
+    "examples.spark.sessions:ten_minutes --seed 41 --examples 8 -- /tmp/opid-sessions": (
         "tests/spark/test_demonstrate_cli.py (in the test's session, its own folder)"
     ),
     "opid check-restore a.opid b.json": (

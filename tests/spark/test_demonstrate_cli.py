@@ -22,7 +22,7 @@ def test_the_documented_example_differs(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(ROOT)
-    args = ["demonstrate", "--spark", A, "--spark", B, "--seed", "41", "--json"]
+    args = ["demonstrate", "--spark", A, "--spark", B, "--seed", "41", "--examples", "8", "--json"]
     code = main([*args, "--", str(tmp_path / "events")])
     out = json.loads(capsys.readouterr().out)
     assert (code, out["outcome"]) == (1, "differs")
