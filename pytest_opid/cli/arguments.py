@@ -23,6 +23,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
+def parse_command_line(version: str, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; what follows the first ``--`` is the program's arguments
+    (``program_args``) wherever the positional arguments before it stand. argparse matches
+    every positional argument the first time it meets one, so ``check-restore CHECKPOINT
+    --spark M:F -- ARGS`` would find no place left for ARGS."""
+    if "--" in argv:
+        cut = argv.index("--")
+        args = parser(version).parse_args(argv[:cut])
+        if hasattr(args, "program_args"):
+            args.program_args = [*args.program_args, *argv[cut + 1 :]]
+            return args
+    return parser(version).parse_args(argv)
+
+
 def parser(version: str) -> argparse.ArgumentParser:
     """The ``opid`` parser; ``version`` is what ``opid --version`` prints after the name."""
     parser = _Parser(

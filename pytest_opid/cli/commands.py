@@ -15,6 +15,7 @@ from typing import BinaryIO
 from pytest_opid.cli.arguments import UsageError
 from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError
 from pytest_opid.flink import (
     Savepoint,
@@ -249,10 +250,12 @@ def pin_command(args: argparse.Namespace) -> tuple[int, str]:
         previous = read_savepoint(path)
     else:
         previous = load_input(args.previous)
-        if previous.engine not in ("", "flink"):
+        rules = engine_rules(previous.engine, previous)
+        if not rules.ids_find_state:  # pins are IDs: useless where state is found by position
             raise DocumentError(
-                f"{args.previous}: a {previous.engine} job; setUidHash pins are Flink's "
-                "(Spark keeps state by position: keep the stateful operators in order)"
+                f"{args.previous}: a {rules.name} job; setUidHash pins are Flink's "
+                f"({rules.name.capitalize()} keeps state by position: keep the stateful "
+                "operators in order)"
             )
     lines = pin_lines(previous)
     if not lines:

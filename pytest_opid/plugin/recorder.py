@@ -19,7 +19,12 @@ from pytest_opid.plugin.snapshot_files import (
     collision,
     path_key,
     relative,
-    syrupy_assertion,
+)
+from pytest_opid.plugin.syrupy_compat import (
+    last_result,
+    location_of,
+    new_assertion,
+    syrupy_session,
 )
 
 __all__ = [
@@ -87,15 +92,13 @@ class Recorder:
         self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
             self._check, self._name = marker_options(self._item)
-            if getattr(request.config, "_syrupy", None) is None:  # syrupy's plugin sets it
+            if syrupy_session(request.config) is None:
                 pytest.fail(
                     "@pytest.mark.stable_topology needs syrupy for its snapshots: "
                     "pip install -e '.[pytest]' in the pytest-opid clone",
                     pytrace=False,
                 )
-            from syrupy.location import PyTestLocation
-
-            self._location = PyTestLocation(self._item)
+            self._location = location_of(self._item)
 
     @property
     def recorded(self) -> tuple[Fingerprint, ...]:
@@ -345,18 +348,16 @@ class Recorder:
         return self._assert_judged(judged)
 
     def _judge(self, entry: Entry) -> Judged:
-        """Read ``entry``'s snapshot and compare it with the recorded fingerprint, once; writes
-        nothing."""
-        from pytest_opid.comparison import compare
-        from pytest_opid.engine_rules import Check
-        from pytest_opid.errors import DocumentError
-        from pytest_opid.io.snapshot import loads
+        """Read ``entry``'s snapshot and judge the recorded fingerprint against it, once
+        (:func:`~pytest_opid.plugin.judge.judge`); writes nothing. Under ``--snapshot-update``
+        any difference is written back, so nothing is compared: only the old snapshot is read,
+        for ``previous=`` and ``--opid-html``."""
         from pytest_opid.plugin.extension import (
             SnapshotPathError,
             TopologySnapshotExtension,
             Unreadable,
         )
-        from pytest_opid.render.explain import render
+        from pytest_opid.plugin.judge import judge
 
         config = self._item.config
         update = bool(config.option.update_snapshots)
@@ -365,7 +366,6 @@ class Recorder:
         name = extension.get_snapshot_name(test_location=self._location, index=entry.key)
         where = relative(location, config.rootpath)
         title = f"Snapshot {name} ({where}):"
-        again = "to replace it, run pytest --snapshot-update"
         text = extension.serialize(entry.fingerprint)
         judged = Judged(entry, text, title, where)
         try:
@@ -378,42 +378,28 @@ class Recorder:
         except OSError as exc:
             judged.failure = f"{title} {exc.filename or where}: {exc.strerror or exc}"
             return judged
-        if recalled == text:
+        judgement = judge(
+            None if recalled is None else str(recalled),
+            text,
+            entry.fingerprint,
+            check=self._check,
+            allow_reinterpreted_state=self._allow_reinterpreted(),
+            exact=update,
+            unreadable=isinstance(recalled, Unreadable),
+            origin=where,
+        )
+        if judgement.kind == "same":
             self._snapshots[entry.key] = entry.fingerprint
             return judged
         judged.write = update  # --snapshot-update: any difference is written back
-        if recalled is None:
-            if not update:
-                judged.failure = (
-                    f"{title}\nno snapshot yet; create it with pytest --snapshot-update"
-                )
-            return judged
-        if isinstance(recalled, Unreadable):
-            if not update:
-                judged.failure = f"{title} {recalled}; {again}"
-            return judged
-        try:
-            old = loads(str(recalled), origin=where)
-        except DocumentError as exc:
-            if not update:
-                judged.failure = f"Snapshot {name}: {exc}; {again}"
-            return judged
-        self._olds[entry.key] = old
-        self._snapshots[entry.key] = old
-        check = self._check or Check.default_for(entry.fingerprint)
-        try:
-            comparison = compare(
-                old, entry.fingerprint, allow_reinterpreted_state=self._allow_reinterpreted()
-            )
-            broken = comparison.breaks(check)
-            if broken and not update:
-                judged.failure = f"{title}\n{render(comparison, check)}"
-        except DocumentError as exc:
-            if not update:
-                judged.failure = f"{title}\n{exc}; recreate it with pytest --snapshot-update"
-            return judged
-        if not broken:
-            judged.comparison = comparison  # passed although the text differs
+        if judgement.old is not None:
+            self._olds[entry.key] = judgement.old
+            self._snapshots[entry.key] = judgement.old
+        if judgement.passes:
+            judged.comparison = judgement.comparison  # passed although the text differs
+        elif not update:  # the message on the title's line, or below it
+            head = {"unreadable": f"{title} ", "damaged": f"Snapshot {name}: "}
+            judged.failure = head.get(judgement.kind, f"{title}\n") + str(judgement.message)
         return judged
 
     def _assert_judged(self, judged: list[Judged]) -> list[str]:
@@ -442,8 +428,8 @@ class Recorder:
             assertion.extension.verdict = not j.write
             assertion.extension.text = j.text
             ok = call == entry.fingerprint
-            result = assertion.executions[assertion.num_executions - 1]
-            self._asserted.add(result.snapshot_location)
+            used, exception = last_result(assertion)
+            self._asserted.add(used)
             if ok:
                 if j.comparison is not None and not j.write:
                     old, new = j.comparison.old, j.comparison.new
@@ -458,17 +444,17 @@ class Recorder:
                         self._stale.append(j.where)
                     self._warn_unprotected(j.comparison, j.title)
                 continue
-            if isinstance(result.exception, SnapshotPathError):
-                failures.append(f"{j.title} {result.exception.problem}")
-            elif isinstance(result.exception, OSError):  # syrupy making the folder, say
-                exc = result.exception
-                failures.append(f"{j.title} {exc.filename or j.where}: {exc.strerror or exc}")
+            if isinstance(exception, SnapshotPathError):
+                failures.append(f"{j.title} {exception.problem}")
+            elif isinstance(exception, OSError):  # syrupy making the folder, say
+                where = exception.filename or j.where
+                failures.append(f"{j.title} {where}: {exception.strerror or exception}")
             else:
-                failures.append(f"{j.title}\ncould not be written: {result.exception!r}")
+                failures.append(f"{j.title}\ncould not be written: {exception!r}")
         return failures
 
     def _assertion(self, extension_class: type) -> Any:
-        assertion = syrupy_assertion(self._item, extension_class, self._location)
+        assertion = new_assertion(self._item, extension_class, self._location)
         assertion.extension.check = self._check
         assertion.extension.allow_reinterpreted_state = self._allow_reinterpreted()
         assertion.extension.exact = bool(self._item.config.option.update_snapshots)

@@ -23,7 +23,7 @@ from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateO
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
 from pytest_opid.spark.restart.verdict import check_fingerprint
 from pytest_opid.spark.source_entries import short_source
-from pytest_opid.spark.words import KIND_WORDS, RECORD_AFTER, other_version
+from pytest_opid.spark.words import KIND_WORDS, PICTURE_WORDS, RECORD_AFTER, other_version
 from pytest_opid.text import plural, quote
 
 #: Rows listed per section of an explanation; ``opid diff --json`` has them all.
@@ -44,6 +44,7 @@ class SparkRules:
     #: Spark finds state by position (state/<n>), not by operator ID: snapshots write the IDs
     #: once (format 6), so that a filter added upstream changes one line, not every operator's.
     ids_find_state = False
+    words = PICTURE_WORDS
 
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is not None  # before the tag, only Spark numbered state

@@ -71,10 +71,16 @@ def _write_job(folder: Path, name: str, code: str) -> str:
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
-    code = main(["check-restore", *argv, "--json"])
+    code = main(["check-restore", "--json", *argv])
     out, err = capsys.readouterr()
     assert err == "", err
     return code, json.loads(out)
+
+
+def _findings(verdict: dict[str, Any]) -> dict[str, Any]:
+    keys = ("problems", "reinterpreted", "unverified", "warnings")
+    found = {key: [(f["kind"], f.get("state_id")) for f in verdict[key]] for key in keys}
+    return {**found, "restorable": verdict["restorable"], "safe": verdict["safe"]}
 
 
 def _conf(settings: dict[str, str]) -> list[str]:
@@ -134,7 +140,8 @@ def test_the_program_route_says_what_spark_did(
             folder / "checkpoint", namespace["build"](session, paths(folder))
         )
     assert _code(api) == code
-    assert api.to_dict() == said
+    # the same findings (a state function's message may name the module it was defined in)
+    assert _findings(api.to_dict()) == _findings(said)
 
 
 @pytest.mark.spark_line("4.3", reason="B is planned by 4.3; the upgrade's target line is judged")
