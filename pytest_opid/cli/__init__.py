@@ -38,6 +38,7 @@ from pytest_opid.cli.commands import (
     render_command,
     savepoint_command,
 )
+from pytest_opid.cli.demonstrate import demonstrate_command
 from pytest_opid.errors import OpidError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.text import safe_text
@@ -88,6 +89,7 @@ _COMMANDS = {
     "savepoint": savepoint_command,
     "checkpoint": checkpoint_command,
     "record-deploy": record_deploy_command,
+    "demonstrate": demonstrate_command,
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from pytest_opid.cli.demonstrate import add_parser as add_demonstrate
 from pytest_opid.engine_rules import Check
 from pytest_opid.inputs import data_formats
 from pytest_opid.render.picture import FORMATS as PICTURE_FORMATS
@@ -243,6 +244,7 @@ def parser(version: str) -> argparse.ArgumentParser:
         "file also within OPID_MAX_INPUT_BYTES",
     )
     checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_demonstrate(commands)
     return parser
 
 

@@ -304,7 +304,9 @@ CHECK_WITH_PREVIOUS = (
     "record-deploy CHECKPOINT --spark MODULE:FUNCTION -- ARGS), which check-restore then "
     "uses by itself; or opid check-restore CHECKPOINT NEW --previous-fingerprint OLD.json (the "
     "fingerprint or snapshot of the query that wrote the checkpoint); or in pytest keep the "
-    "query's snapshot next to previous=."
+    "query's snapshot next to previous=. To see what the restart does: opid demonstrate "
+    "--spark OLD_MODULE:FUNCTION --spark NEW_MODULE:FUNCTION runs both versions on generated "
+    "rows (in pytest: opid.demonstrate_with(old_query))."
 )
 
 
