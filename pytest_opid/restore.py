@@ -9,11 +9,11 @@ verdict by its own restore rules; this module only routes.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.registry import engine_rules, fingerprint, restore_source
+from pytest_opid.io.storage import Location, locate, path_or_location
 from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = ["check_restore"]
@@ -29,15 +29,16 @@ def check_restore(
     """The engine's verdict on restoring ``program`` from ``previous``.
 
     ``previous``: a savepoint or checkpoint (directory or ``_metadata`` file), a Spark
-    checkpoint directory, a saved fingerprint or an ``.opid`` snapshot (a path), or a
+    checkpoint directory (a path, or a URL of the store it lives in: ``s3://``, ``gs://``,
+    ``abfss://``...), a saved fingerprint or an ``.opid`` snapshot (a path), or a
     :class:`Fingerprint`. ``program``: anything :func:`pytest_opid.fingerprint` accepts.
     ``allow_non_restored_state`` mirrors Flink's ``--allowNonRestoredState``.
     ``previous_fingerprint``: the fingerprint (or a saved one, a snapshot) of the job that
     wrote ``previous``, for what the state on disk does not keep (a Spark checkpoint keeps no
     window or key expression): the verdict then checks both.
     """
-    if isinstance(previous, (str, os.PathLike)):
-        path = Path(previous)
+    if isinstance(previous, (str, os.PathLike, Location)):
+        path = locate(previous) if isinstance(previous, Location) else path_or_location(previous)
         if not path.exists():
             raise DocumentError(f"{path}: no such file or directory")
         source = restore_source(path)

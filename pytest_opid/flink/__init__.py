@@ -43,6 +43,7 @@ from pytest_opid.io.registry import (
     register_frontend,
     register_restore_source,
 )
+from pytest_opid.io.storage import Location
 from pytest_opid.model import Topology
 from pytest_opid.result import Fingerprint, RestoreCheck
 
@@ -84,8 +85,12 @@ def _is_plan(data: Mapping[str, Any]) -> bool:
     return False
 
 
-def _is_savepoint(path: Path) -> bool:
+def _is_savepoint(path: Path | Location) -> bool:
     """A savepoint or retained checkpoint: a directory holding ``_metadata``, or that file."""
+    if isinstance(path, Location):  # in a store: from the folder's one listing
+        if path.is_dir():
+            return (path / METADATA_FILE).is_file()
+        return path.name == METADATA_FILE and path.is_file()
     try:
         if path.is_dir():  # a _metadata that is not a file: the reader says what it is
             meta = path / METADATA_FILE
@@ -95,7 +100,9 @@ def _is_savepoint(path: Path) -> bool:
         return False
 
 
-def _check_savepoint(path: Path, new: Fingerprint, allow_non_restored_state: bool) -> RestoreCheck:
+def _check_savepoint(
+    path: Path | Location, new: Fingerprint, allow_non_restored_state: bool
+) -> RestoreCheck:
     return check_savepoint(
         read_savepoint(path), new, allow_non_restored_state=allow_non_restored_state
     )

@@ -24,6 +24,7 @@ from pytest_opid.engine_rules import EngineRules
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.io.json import parse_json, parse_json_bytes, read_bytes, read_stream
 from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
+from pytest_opid.io.storage import Location, is_url, read_url
 from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = [
@@ -77,16 +78,18 @@ class RestoreSource:
     recognise its path and how to check a new fingerprint against it."""
 
     name: str
-    recognises: Callable[[Path], bool]
+    recognises: Callable[[Path | Location], bool]
     #: (path, new fingerprint, allow_non_restored_state) -> the engine's verdict
-    check: Callable[[Path, Fingerprint, bool], RestoreCheck]
+    check: Callable[[Path | Location, Fingerprint, bool], RestoreCheck]
     #: the same for a program not yet fingerprinted, where the engine plans a restarted job
     #: with settings the state pins (Spark's checkpoint confs); ``None``: fingerprint, check
-    check_program: Callable[[Path, Any, bool], RestoreCheck] | None = None
+    check_program: Callable[[Path | Location, Any, bool], RestoreCheck] | None = None
     #: (path, program or its fingerprint, allow_non_restored_state, the fingerprint of the job
     #: that wrote the state) -> the verdict, for what the state on
     #: disk does not keep (a Spark checkpoint keeps no plan); None: the source keeps it all.
-    check_with_previous: Callable[[Path, Any, bool, Fingerprint], RestoreCheck] | None = None
+    check_with_previous: (
+        Callable[[Path | Location, Any, bool, Fingerprint], RestoreCheck] | None
+    ) = None
 
 
 class _Registry:
@@ -119,7 +122,7 @@ def register_restore_source(source: RestoreSource) -> None:
     _REGISTRY.restore_sources.append(source)
 
 
-def restore_source(path: Path) -> RestoreSource | None:
+def restore_source(path: Path | Location) -> RestoreSource | None:
     """The registered kind of previous state at ``path``, if any recognises it."""
     _REGISTRY.load()
     return next((s for s in _REGISTRY.restore_sources if s.recognises(path)), None)
@@ -204,22 +207,25 @@ def load_input(path: str, format: str | None = None) -> Fingerprint:
     _REGISTRY.load()
     if format is not None and format not in data_formats():
         raise DocumentError(f"--format must be one of {', '.join(data_formats())}, got {format!r}")
-    if path != "-":
+    origin = "<stdin>"
+    if is_url(path):  # a saved fingerprint or snapshot kept in a store
+        origin, raw = path, read_url(path)
+    elif path != "-":
         if format is None and is_snapshot(path):
             return read_snapshot(path)
         return read_file(path, format, None)
-    stdin = getattr(sys.stdin, "buffer", None)
-    if stdin is None:  # a text stream put in place of stdin (a test harness)
+    elif (stdin := getattr(sys.stdin, "buffer", None)) is None:
+        # a text stream put in place of stdin (a test harness)
         raw = read_stream(io.BytesIO(sys.stdin.read().encode()), "<stdin>")
     else:
         raw = read_stream(stdin, "<stdin>")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"<stdin>: not UTF-8 text (byte {exc.start})") from None
+        raise DocumentError(f"{origin}: not UTF-8 text (byte {exc.start})") from None
     if format is None and text.removeprefix("\ufeff").startswith(PREFIX):
-        return loads(text, origin="<stdin>")
-    return read_data(parse_json(text, "<stdin>"), format, None, "<stdin>")
+        return loads(text, origin=origin)
+    return read_data(parse_json(text, origin), format, None, origin)
 
 
 def read_file(path: str, format: str | None, chaining: Any) -> Fingerprint:

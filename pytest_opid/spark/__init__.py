@@ -32,6 +32,7 @@ from pytest_opid.io.registry import (
     register_hint,
     register_restore_source,
 )
+from pytest_opid.io.storage import Location
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.checkpoint.slim import DEFAULT_BUDGET, slim_copy
@@ -128,19 +129,24 @@ def _pandas_hint(obj: Any) -> str | None:
     return None
 
 
-def _is_checkpoint(path: Path) -> bool:
+def _is_checkpoint(path: Path | Location) -> bool:
     """A Structured Streaming checkpoint directory: its ``metadata`` file and offset log."""
     return path.is_dir() and (path / "offsets").is_dir() and (path / "metadata").is_file()
 
 
-def _check_checkpoint(path: Path, new: Fingerprint, allow_non_restored_state: bool) -> RestoreCheck:
+def _check_checkpoint(
+    path: Path | Location, new: Fingerprint, allow_non_restored_state: bool
+) -> RestoreCheck:
     """Spark's verdict on restarting ``new`` on the checkpoint at ``path`` (Spark has no
     ``--allowNonRestoredState``: the flag is Flink's and ignored here)."""
     return check_checkpoint(read_checkpoint(path), new)
 
 
 def _check_program(
-    path: Path, program: Any, allow_non_restored_state: bool, previous: Fingerprint | None = None
+    path: Path | Location,
+    program: Any,
+    allow_non_restored_state: bool,
+    previous: Fingerprint | None = None,
 ) -> RestoreCheck:
     """Spark's verdict on restarting ``program`` on the checkpoint at ``path``, the program
     planned as Spark plans a restarted query: with the settings the checkpoint's offset log
@@ -192,7 +198,7 @@ def _plan_restarted(old: Fingerprint, program: Any) -> Fingerprint:
 
 
 def _check_checkpoint_with(
-    path: Path, program: Any, allow_non_restored_state: bool, previous: Fingerprint
+    path: Path | Location, program: Any, allow_non_restored_state: bool, previous: Fingerprint
 ) -> RestoreCheck:
     """:func:`_check_program` (or for a fingerprint :func:`_check_checkpoint`), the state's
     meaning judged against ``previous``, the fingerprint of the query that wrote the
