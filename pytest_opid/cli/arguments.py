@@ -143,7 +143,12 @@ def parser(version: str) -> argparse.ArgumentParser:
         "verified (a Spark checkpoint keeps no window or key expression: add "
         "--previous-fingerprint).",
     )
-    restore.add_argument("previous", metavar="PREVIOUS", help="the previous state (a path)")
+    restore.add_argument(
+        "previous",
+        metavar="PREVIOUS",
+        help="the previous state: a path, or a URL (s3://, s3a://, gs://, abfss://, hdfs://, "
+        "file://, dbfs:/) where it lives",
+    )
     restore.add_argument("program", metavar="PROGRAM", help="the new program (a file, or -)")
     restore.add_argument(
         "--allow-non-restored-state",
@@ -172,20 +177,24 @@ def parser(version: str) -> argparse.ArgumentParser:
         "the installed PySpark's); on a checkpoint written by an older Spark, the upgrade check",
     )
     restore.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _verbose(restore)
 
     savepoint = commands.add_parser(
         "savepoint",
         help="print the operator states of a Flink savepoint or checkpoint",
-        description="Read a Flink savepoint or checkpoint (its directory or _metadata file).",
+        description="Read a Flink savepoint or checkpoint (its directory or _metadata file; "
+        "a path or a URL: s3://, gs://, abfss://...).",
     )
     savepoint.add_argument("path", metavar="PATH")
     savepoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _verbose(savepoint)
 
     checkpoint = commands.add_parser(
         "checkpoint",
         help="print what a Spark streaming checkpoint holds",
-        description="Read a Spark Structured Streaming checkpoint directory: sources, pinned "
-        "confs, stateful operators and their state schemas.",
+        description="Read a Spark Structured Streaming checkpoint directory (a path, or a URL: "
+        "s3://, s3a://, gs://, abfss://...): sources, pinned confs, stateful operators and "
+        "their state schemas.",
     )
     checkpoint.add_argument("path", metavar="DIR")
     checkpoint.add_argument(
@@ -207,7 +216,17 @@ def parser(version: str) -> argparse.ArgumentParser:
         "file also within OPID_MAX_INPUT_BYTES",
     )
     checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _verbose(checkpoint)
     return parser
+
+
+def _verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="say on stderr how many requests and bytes were read from a store (a URL)",
+    )
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
