@@ -119,9 +119,13 @@ def client(endpoint: str) -> Any:
 
 def upload(s3: Any, bucket: str, folder: Path, prefix: str) -> int:
     """Every file under ``folder`` to ``s3://bucket/prefix/...`` (Hadoop's .crc files too, as
-    an S3A sync would copy them); the number of files."""
+    an S3A sync would copy them), and an empty folder as the marker object S3A's mkdirs
+    writes (``folder/``); the number of files."""
     n = 0
-    for dirpath, _, files in os.walk(folder):
+    for dirpath, dirs, files in os.walk(folder):
+        if not dirs and not files:
+            rel = Path(dirpath).relative_to(folder).as_posix()
+            s3.put_object(Bucket=bucket, Key=f"{prefix}/{rel}/", Body=b"")
         for name in files:
             path = Path(dirpath) / name
             key = f"{prefix}/{path.relative_to(folder).as_posix()}"
