@@ -5,9 +5,13 @@ socket that accepts connections and never answers (a hung store)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import threading
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,51 +22,90 @@ SECRET = "loopback-secret-5f3a9c1e7b"  # grepped for in every output of the test
 
 
 class Counted:
-    """Requests and response body bytes the server answered."""
+    """Requests and response body bytes the server answered, asked of the server."""
 
-    def __init__(self) -> None:
-        self.requests = 0
-        self.bytes = 0
-        self.lock = threading.Lock()
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+
+    def _ask(self, what: str) -> dict[str, int]:
+        with urllib.request.urlopen(f"{self.endpoint}/__opid_{what}", timeout=30) as answer:
+            return json.loads(answer.read())  # type: ignore[no-any-return]
 
     def reset(self) -> None:
-        with self.lock:
-            self.requests = self.bytes = 0
+        self._ask("reset")
+
+    @property
+    def requests(self) -> int:
+        return self._ask("counts")["requests"]
+
+    @property
+    def bytes(self) -> int:
+        return self._ask("counts")["bytes"]
 
 
 class _Counting:
-    def __init__(self, app: Any, counted: Counted) -> None:
-        self.app, self.counted = app, counted
+    """The WSGI wrapper that counts (and answers the two questions above itself)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.requests = self.bytes = 0
+        self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
-        with self.counted.lock:
-            self.counted.requests += 1
-        for chunk in self.app(environ, start):
-            with self.counted.lock:
-                self.counted.bytes += len(chunk)
-            yield chunk
+        path = environ.get("PATH_INFO", "")
+        if path in ("/__opid_counts", "/__opid_reset"):
+            with self.lock:
+                if path.endswith("reset"):
+                    self.requests = self.bytes = 0
+                body = json.dumps({"requests": self.requests, "bytes": self.bytes}).encode()
+            start("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        answer = self.app(environ, start)
+        try:
+            chunks = list(answer)
+        finally:
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
+        with self.lock:
+            self.requests += 1
+            self.bytes += sum(len(chunk) for chunk in chunks)
+        return chunks
 
 
-@contextmanager
-def moto_s3() -> Iterator[tuple[str, Counted]]:
-    """moto's S3 on a free loopback port: (endpoint URL, its counter)."""
-    from moto.server import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import WSGIRequestHandler, make_server
+def _serve() -> None:
+    """The child process: moto's S3 on a free loopback port, the port on stdout."""
+    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
 
-    class Quiet(WSGIRequestHandler):
+    class Quiet(MotoRequestHandler):
         def log_request(self, *args: Any, **kwargs: Any) -> None:
             pass
 
-    counted = Counted()
-    app = _Counting(DomainDispatcherApplication(create_backend_app), counted)
+    app = _Counting(DomainDispatcherApplication(create_backend_app))
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    print(server.server_port, flush=True)
+    server.serve_forever()
+
+
+@contextmanager
+def moto_s3(check_credentials: bool = False) -> Iterator[tuple[str, Counted]]:
+    """moto's S3 on a free loopback port, in a child process: (endpoint URL, its counter).
+    ``check_credentials``: every request's key is checked, as S3 does (moto's IAM on)."""
+    env = {**os.environ}
+    if check_credentials:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve())], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
-        yield f"http://127.0.0.1:{server.server_port}", counted
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        endpoint = f"http://127.0.0.1:{port}"
+        yield endpoint, Counted(endpoint)
     finally:
-        server.shutdown()
-        server.server_close()
+        child.terminate()
+        child.wait(10)
 
 
 @contextmanager
@@ -132,3 +175,7 @@ def upload(s3: Any, bucket: str, folder: Path, prefix: str) -> int:
             s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
             n += 1
     return n
+
+
+if __name__ == "__main__":
+    _serve()

@@ -62,7 +62,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             local = root / name / "checkpoint"
             loopback.upload(s3, "ckpts", local, f"spark/{name}")
             spark.append((local, f"ckpts/spark/{name}"))
-        cases = [json.loads(line) for line in gzip.open(DATA / "flink-restore" / "cases.jsonl.gz")]
+        cases = _cases(DATA / "flink-restore" / "cases.jsonl.gz")
         flink: list[tuple[Path, str, dict[str, Any]]] = []
         for index in FLINK_SAMPLE:
             case = cases[index]
@@ -130,7 +130,7 @@ def test_flink_savepoints_and_verdicts_from_the_store_as_locally(env, capsys, tm
 
 
 def test_requests_and_bytes_are_counted_and_shown(env, capsys) -> None:
-    local, key = env["spark"][0]
+    _local, key = env["spark"][0]
     env["counted"].reset()
     code, _, err = _run(capsys, "checkpoint", f"s3://{key}", "--verbose")
     assert code == 0
@@ -144,7 +144,7 @@ def test_requests_and_bytes_are_counted_and_shown(env, capsys) -> None:
 def test_slim_copy_from_the_store_is_the_local_one(env, capsys, tmp_path) -> None:
     local, key = env["spark"][1]
     assert _run(capsys, "checkpoint", "--slim", str(local), str(tmp_path / "a"))[0] == 0
-    code, out, err = _run(capsys, "checkpoint", "--slim", f"s3a://{key}", str(tmp_path / "b"))
+    code, _out, err = _run(capsys, "checkpoint", "--slim", f"s3a://{key}", str(tmp_path / "b"))
     assert code == 0, err
     files = {p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*")}
     assert files == {p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*")}
@@ -174,21 +174,12 @@ def test_missing_folder(env, capsys, tmp_path) -> None:
     assert "s3://ckpts/nothing-here" in err
 
 
-def test_wrong_credentials(env, capsys, monkeypatch) -> None:
-    # moto checks credentials once its IAM is on: an unknown key id is refused as S3 would
-    monkeypatch.setenv("MOTO_ENABLE_IAM", "true")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDWRONGWRONGWRONG")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
-    from moto.core.config import default_user_config
-
-    before = default_user_config["iam"]["load_aws_managed_policies"]
-    import moto.settings
-
-    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
-    try:
-        err = _one_line_exit_2(capsys, "checkpoint", f"s3://{env['spark'][0][1]}")
-    finally:
-        default_user_config["iam"]["load_aws_managed_policies"] = before
+def test_wrong_credentials(capsys, monkeypatch) -> None:
+    with loopback.moto_s3(check_credentials=True) as (endpoint, _):
+        for key, value in loopback.environment(endpoint).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
+        err = _one_line_exit_2(capsys, "checkpoint", "s3://ckpts/q")
     assert "access denied" in err
     assert "wrong-secret-value" not in err
 
@@ -203,7 +194,7 @@ def test_a_store_that_never_answers(capsys, monkeypatch) -> None:
 
 
 def test_a_file_deleted_between_listing_and_reading(env) -> None:
-    local, key = env["spark"][2]
+    _local, key = env["spark"][2]
     s3 = env["s3"]
     s3.copy_object(Bucket="ckpts", Key="gone/metadata", CopySource=f"{key}/metadata")
     for name in ("offsets", "commits"):
@@ -225,7 +216,7 @@ def test_a_file_deleted_between_listing_and_reading(env) -> None:
 
 def test_no_secret_in_any_output(env, capsys, tmp_path, monkeypatch) -> None:
     secret = loopback.SECRET
-    local, key = env["spark"][0]
+    _local, key = env["spark"][0]
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     url = f"s3://{loopback.KEY_ID}:{secret}@{key}"
@@ -238,7 +229,7 @@ def test_no_secret_in_any_output(env, capsys, tmp_path, monkeypatch) -> None:
     ]
     assert [o[0] for o in outputs] == [0, 0, 0, 2, 2]
     assert "s3://***@" in outputs[0][1]
-    for code, out, err in outputs:
+    for _code, out, err in outputs:
         assert secret not in out and secret not in err
     for path in (tmp_path / "slim").rglob("*"):
         if path.is_file():
@@ -246,3 +237,8 @@ def test_no_secret_in_any_output(env, capsys, tmp_path, monkeypatch) -> None:
     with pytest.raises(StorageError) as caught:
         locate(f"s3://{loopback.KEY_ID}:{secret}@no-bucket/q").list()
     assert secret not in str(caught.value)
+
+
+def _cases(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
