@@ -2,7 +2,7 @@
 not use it, and what a snapshot check costs on a large job.
 
 ``python benchmarks/run.py plugin`` (or ``python benchmarks/bench_plugin.py [repetitions]``;
-``python benchmarks/bench_plugin.py check`` runs part 3 alone).
+``python benchmarks/bench_plugin.py check`` runs part 3 alone, ``... judge [CHECKOUT]`` part 4).
 
 1. Collection overhead. A generated suite of 40 modules x 25 tests that never touches
    pytest-opid is collected in fresh interpreters, interleaving three configurations: everything
@@ -18,6 +18,13 @@ not use it, and what a snapshot check costs on a large job.
    and comparing the two (compare); each step alone and the whole ("check", target <= 60 ms),
    next to a plain-Python reference (split the lines and cells, compare operator IDs through a
    dict) and the ratio of the two; best of 15 runs, and tracemalloc's peak.
+4. A snapshot judged in a real pytest run, on the same golden job (``judge``): how long a
+   test's call phase takes (a conftest times it, around the plugin's check) when a marked test
+   passes with a harmless change (a rename), when ``--snapshot-update`` writes that change, and
+   when a test asserts with the extension alone and fails (syrupy asks ``matches``, then
+   ``diff_lines``); with the number of comparisons each made. Median of 7 runs in fresh
+   processes. Given the path of another checkout (``judge CHECKOUT``), its code runs the same
+   tests first (``PYTHONPATH``), for a before/after.
 """
 
 from __future__ import annotations
@@ -204,8 +211,119 @@ def reference_check(live: Any, text: str) -> bool:
     )
 
 
+JUDGE_CONFTEST = """
+import os, time
+import pytest
+from pytest_opid import comparison
+
+_real = comparison.compare
+CALLS = []
+
+def _counting(*args, **kwargs):
+    CALLS.append(1)
+    return _real(*args, **kwargs)
+
+for _name, _module in list(__import__("sys").modules.items()):
+    if _name.startswith("pytest_opid") and getattr(_module, "compare", None) is _real:
+        _module.compare = _counting
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    from pytest_opid.plugin import extension  # noqa: F401 (binds compare where it does)
+    for _name, _module in list(__import__("sys").modules.items()):
+        if _name.startswith("pytest_opid") and getattr(_module, "compare", None) is _real:
+            _module.compare = _counting
+    start = time.perf_counter()
+    yield
+    with open(os.environ["OPID_BENCH_OUT"], "a") as f:
+        f.write(f"{(time.perf_counter() - start) * 1000:.1f} {len(CALLS)}\\n")
+"""
+
+MARKED = """
+import json, pathlib, pytest
+
+@pytest.mark.stable_topology
+def test_job(opid):
+    opid.record(json.loads(pathlib.Path("{job}").read_text()))
+"""
+
+DIRECT = """
+import json, pathlib
+from pytest_opid.plugin.extension import TopologySnapshotExtension
+
+def test_job(snapshot):
+    doc = json.loads(pathlib.Path("{job}").read_text())
+    assert doc == snapshot.use_extension(TopologySnapshotExtension)
+"""
+
+
+def judge_figures(other: str | None = None, runs: int = 7) -> None:
+    """Part 4 alone: ``python benchmarks/bench_plugin.py judge [CHECKOUT]``."""
+    with gzip.open(LARGE, "rt", encoding="utf-8") as f:
+        doc = json.loads(f.readline())["topology"]
+    renamed = dict(doc, nodes=[dict(doc["nodes"][0], name="Source: renamed"), *doc["nodes"][1:]])
+    first = doc["nodes"][0]
+    extra = dict(first, id=1, name="Source: another")
+    moved = dict(  # a new source feeding the first operator: IDs downstream change
+        doc,
+        nodes=[extra, *doc["nodes"]],
+        edges=[dict(doc["edges"][0], source=1, target=doc["edges"][0]["target"]), *doc["edges"]],
+    )
+    print(f"a snapshot judged in pytest, golden job of {len(doc['nodes'])} operators: call phase, "
+          f"median of {runs} runs (ms), comparisons made")
+    for label, path in (("this checkout", None), (other, other)):
+        if label is None:
+            continue
+        figures = _judge_runs(doc, renamed, moved, path, runs)
+        print(f"  {label}:")
+        for scenario, (ms, compares) in figures.items():
+            print(f"    {scenario:<46} {ms:8.1f} ms  {compares} comparison(s)")
+
+
+def _judge_runs(
+    doc: dict, renamed: dict, moved: dict, checkout: str | None, runs: int
+) -> dict[str, tuple[float, int]]:
+    env = dict(os.environ)
+    if checkout:
+        env["PYTHONPATH"] = checkout
+    out: dict[str, tuple[float, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "conftest.py").write_text(JUDGE_CONFTEST)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        for name, data in (("a.json", doc), ("b.json", renamed), ("c.json", moved)):
+            (root / name).write_text(json.dumps(data))
+        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *QUIET]
+
+        def run(test: str, job: str, *extra: str, setup: str | None = None) -> tuple[float, int]:
+            times, counts = [], []
+            for _ in range(runs):
+                if setup is not None:  # the snapshot as the scenario starts from
+                    (root / "test_job.py").write_text(test.format(job=setup))
+                    subprocess.run([*base, "--snapshot-update"], cwd=root, env=env,
+                                   capture_output=True, check=False)
+                (root / "test_job.py").write_text(test.format(job=job))
+                report = root / "times.txt"
+                report.unlink(missing_ok=True)
+                subprocess.run([*base, *extra], cwd=root, capture_output=True, check=False,
+                               env=dict(env, OPID_BENCH_OUT=str(report)))
+                ms, count = report.read_text().split()
+                times.append(float(ms))
+                counts.append(int(count))
+            return statistics.median(times), max(counts)
+
+        out["marked test, harmless rename (passes)"] = run(MARKED, "b.json", setup="a.json")
+        out["marked test, --snapshot-update of it"] = run(
+            MARKED, "b.json", "--snapshot-update", setup="a.json"
+        )
+        out["extension alone, state lost (fails)"] = run(DIRECT, "c.json", setup="a.json")
+    return out
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["check"]:
+    if sys.argv[1:2] == ["judge"]:
+        judge_figures(sys.argv[2] if len(sys.argv) > 2 else None)
+    elif sys.argv[1:] == ["check"]:
         snapshot_check()
     else:
         main(int(sys.argv[1]) if len(sys.argv) > 1 else 15)

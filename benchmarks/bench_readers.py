@@ -34,8 +34,8 @@ from bench_savepoint import build_metadata  # noqa: E402
 
 from pytest_opid.flink.document import dump_document  # noqa: E402
 from pytest_opid.flink.savepoint import parse_metadata, read_savepoint  # noqa: E402
+from pytest_opid.inputs import load_input  # noqa: E402
 from pytest_opid.io.json import read_stream  # noqa: E402
-from pytest_opid.io.registry import load_input  # noqa: E402
 from pytest_opid.io.snapshot import dumps, loads  # noqa: E402
 from pytest_opid.result import (  # noqa: E402
     Fingerprint,

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pytest_opid.engine_rules import Check
     from pytest_opid.errors import DocumentError, HashCollisionError, OpidError, TopologyError
     from pytest_opid.flink import compute
-    from pytest_opid.io.registry import fingerprint
+    from pytest_opid.inputs import fingerprint
     from pytest_opid.model import (
         ChainingStrategy,
         Edge,
@@ -52,7 +52,7 @@ _EXPORTS = {
     "check_restore": "pytest_opid.restore",
     "RestoreCheck": "pytest_opid.result",
     "RestoreProblem": "pytest_opid.result",
-    "fingerprint": "pytest_opid.io.registry",
+    "fingerprint": "pytest_opid.inputs",
     "ChainingStrategy": "pytest_opid.model",
     "Edge": "pytest_opid.model",
     "ExchangeMode": "pytest_opid.model",

@@ -19,9 +19,10 @@ from operator import itemgetter, le, ne, not_
 from typing import Any
 
 from pytest_opid.engine_rules import Check, EngineRules
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError
 from pytest_opid.gc_pause import gc_paused
-from pytest_opid.io.registry import engine_rules, fingerprint
+from pytest_opid.inputs import fingerprint
 from pytest_opid.result import (
     Fingerprint,
     JobVertex,

@@ -1,7 +1,7 @@
 """The contract between the engine-neutral core and an engine: what a change means there.
 
 :class:`Check` is what ``@pytest.mark.stable_topology`` holds stable; :class:`EngineRules` is what
-an engine registers (:func:`pytest_opid.io.registry.register_engine`) to judge a comparison and
+an engine registers (:func:`pytest_opid.engines.register_engine`) to judge a comparison and
 word its verdict. Both live apart from the comparison and the registry, which use them, so that
 neither of those imports the other.
 """
@@ -9,11 +9,12 @@ neither of those imports the other.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from pytest_opid.result import Fingerprint, RestoreCheck
 
-__all__ = ["Check", "EngineRules"]
+__all__ = ["Check", "EngineRules", "EngineWords"]
 
 #: The comparison an engine's rules judge (``pytest_opid.comparison.Comparison``).
 _ComparisonT = TypeVar("_ComparisonT", contravariant=True)
@@ -53,22 +54,59 @@ class Check(enum.Enum):
             raise ValueError(f"check must be one of {allowed}, got {value!r}") from None
 
 
+@dataclass(frozen=True)
+class EngineWords:
+    """What the pictures and tables (:mod:`pytest_opid.render`) call things in one engine, and
+    what they draw of it: render asks the engine's rules (:attr:`EngineRules.words`) instead of
+    testing its name, so a new engine brings its own words and render stays as it is."""
+
+    chain: str  #: one chain of operators run as one task (a job vertex, a stage)
+    chains: str  #: the plural
+    operator_id: str  #: the table's heading for an operator's ID
+    parallelism: str  #: an operator's parallelism, ``{}`` the number
+    parallelism_unset: str  #: an operator's parallelism when the engine decides at run time
+    chain_parallelism: str  #: a chain's, on its box's label
+    chain_parallelism_unset: str  #: the same when decided at run time ("": not drawn)
+    shows_uids: bool  #: an operator's box and tooltip show its uid and user-defined ID
+    state_rule: str  #: one clause: how the engine finds an operator's old state
+    saved_state: str  #: what the old job's state is read from (a savepoint, a checkpoint)
+    new_operator: str  #: a new operator's mark in a diff
+    topology_legend: tuple[tuple[str, str], ...]  #: a topology picture's legend
+    stateful_legend: tuple[str, str]  #: its item for stateful operators, where there are any
+    diff_legend: tuple[tuple[str, str], ...]  #: a diff picture's legend, streaming jobs
+    batch_diff_legend: tuple[tuple[str, str], ...]  #: the same for batch jobs
+
+    def parallelism_text(self, value: int, *, chain: bool = False) -> str:
+        """An operator's (or, with ``chain``, a chain's) parallelism in these words."""
+        if chain:
+            return (
+                self.chain_parallelism.format(value) if value > 0 else self.chain_parallelism_unset
+            )
+        return self.parallelism.format(value) if value > 0 else self.parallelism_unset
+
+
 class EngineRules(Protocol[_ComparisonT]):
     """What a change means for one engine, and how to say it in that engine's words.
 
     Generic in the comparison it judges (:class:`pytest_opid.comparison.Comparison`, which looks
     the rules up): naming that class here would make the two modules import each other.
 
-    An engine whose state is not found by operator ID (Spark: by position) says so with a
-    class attribute ``ids_find_state = False``; its snapshots then write the IDs once
-    (:func:`pytest_opid.io.snapshot.dumps`' ``ids_once``). Without it, they are written per
-    operator, as the engine restores state by them.
+    An engine whose state is not found by operator ID (Spark: by position) says so with
+    ``ids_find_state = False``; its snapshots then write the IDs once
+    (:func:`pytest_opid.io.snapshot.dumps`' ``ids_once``), else per operator, as the engine
+    restores state by them.
 
     An engine that plans a restarted program differently from a fresh one (Spark: settings the
     old query's checkpoint pins) has an attribute ``plan_restarted(old, program)``, which
     :func:`pytest_opid.check_restore` calls with a previous fingerprint and a live program."""
 
     name: str
+    #: whether the engine finds an operator's old state by its operator ID (Flink) or not
+    #: (Spark: by position); snapshots write IDs once where not, and pictures draw a new ID as
+    #: harmless
+    ids_find_state: bool
+    #: what pictures and tables call things in this engine
+    words: EngineWords
 
     def claims_untagged(self, fp: Fingerprint) -> bool:
         """Whether a fingerprint without an engine tag (saved before the tag existed) is this

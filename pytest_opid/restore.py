@@ -1,9 +1,12 @@
 """``check_restore``: would the new version of a job start from the previous one's state?
 
-The previous state is what the engine itself restores from (a Flink savepoint or checkpoint, a
-Spark checkpoint directory) or what a team keeps of it in the repository (a saved fingerprint,
-an ``.opid`` snapshot). Each engine package registers how to read its own kind and decides the
-verdict by its own restore rules; this module only routes.
+The one entrance every route takes (the marker's ``previous=``, the fixture's ``check_restore``,
+the Python API, ``opid check-restore``). The previous state is what the engine itself restores
+from (a Flink savepoint or checkpoint, a Spark checkpoint directory) or what a team keeps of it
+in the repository (a saved fingerprint, an ``.opid`` snapshot). This module finds the engine
+whose state it is and hands the question to that engine's
+:class:`~pytest_opid.engines.RestoreEntrance`, which plans the program as the engine plans a
+restarted job and decides by its own rules.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pytest_opid.engines import RestoreOptions, engine, engine_for_state, engines
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.registry import engine_rules, fingerprint, restore_source
+from pytest_opid.inputs import fingerprint
 from pytest_opid.io.storage import Location, locate, path_or_location
 from pytest_opid.result import Fingerprint, RestoreCheck
 
-__all__ = ["check_restore"]
+__all__ = ["check_restore", "require_same_job"]
 
 
 def check_restore(
@@ -28,64 +32,56 @@ def check_restore(
 ) -> RestoreCheck:
     """The engine's verdict on restoring ``program`` from ``previous``.
 
-    ``previous``: a savepoint or checkpoint (directory or ``_metadata`` file), a Spark
-    checkpoint directory (a path, or a URL of the store it lives in: ``s3://``, ``gs://``,
-    ``abfss://``...), a saved fingerprint or an ``.opid`` snapshot (a path), or a
-    :class:`Fingerprint`. ``program``: anything :func:`pytest_opid.fingerprint` accepts.
+    ``previous``: a savepoint or checkpoint (directory or ``_metadata``), a Spark checkpoint
+    directory (a path, or a URL of the store it lives in: ``s3://``, ``gs://``, ``abfss://``...;
+    :mod:`pytest_opid.io.storage`), a saved fingerprint or an ``.opid`` snapshot (a path), or a
+    :class:`Fingerprint`. ``program``: anything :func:`pytest_opid.fingerprint` accepts (a live
+    program is planned as its engine plans a restarted job), or its fingerprint.
     ``allow_non_restored_state`` mirrors Flink's ``--allowNonRestoredState``.
     ``previous_fingerprint``: the fingerprint (or a saved one, a snapshot) of the job that
     wrote ``previous``, for what the state on disk does not keep (a Spark checkpoint keeps no
-    window or key expression): the verdict then checks both.
+    window or key expression); it is checked to be that job's first.
+
+    :attr:`RestoreCheck.safe` is ``True`` only where the state's meaning was verified too,
+    ``None`` where the engine restores but that could not be checked.
     """
+    was = None
+    if previous_fingerprint is not None:
+        was = (
+            previous_fingerprint
+            if isinstance(previous_fingerprint, Fingerprint)
+            else fingerprint(previous_fingerprint)
+        )
+    options = RestoreOptions(allow_non_restored_state, was)
     if isinstance(previous, (str, os.PathLike, Location)):
         path = locate(previous) if isinstance(previous, Location) else path_or_location(previous)
         if not path.exists():
             raise DocumentError(f"{path}: no such file or directory")
-        source = restore_source(path)
-        if source is not None:
-            if previous_fingerprint is not None:
-                if source.check_with_previous is None:
-                    raise DocumentError(
-                        f"{path}: a {source.name} keeps everything its restore is judged by; "
-                        "a previous fingerprint goes only with previous state that keeps no plan"
-                    )
-                was = (
-                    previous_fingerprint
-                    if isinstance(previous_fingerprint, Fingerprint)
-                    else fingerprint(previous_fingerprint)
+        owner = engine_for_state(path)
+        if owner is not None:
+            if was is not None and owner.restore.keeps_plan:
+                raise DocumentError(
+                    f"{path}: {owner.restore.state_kind} keeps everything its restore is judged "
+                    "by; a previous fingerprint goes only with previous state that keeps no plan"
                 )
-                return source.check_with_previous(path, program, allow_non_restored_state, was)
-            if source.check_program is not None and not isinstance(program, Fingerprint):
-                return source.check_program(path, program, allow_non_restored_state)
-            new = program if isinstance(program, Fingerprint) else fingerprint(program)
-            return source.check(path, new, allow_non_restored_state)
+            return owner.restore.check(path, program, options)
         if path.is_dir():
-            raise DocumentError(
-                f"{path}: a directory, but neither a savepoint/checkpoint (no _metadata) "
-                "nor a streaming checkpoint (no offsets/)"
-            )
-    if previous_fingerprint is not None:
+            kinds = " nor ".join(e.restore.state_kind for e in engines() if e.restore.state_kind)
+            raise DocumentError(f"{path}: a directory, but neither {kinds}")
+    if was is not None:
         raise DocumentError(
             "a previous fingerprint goes with previous state on disk that keeps no plan (a "
             "streaming checkpoint directory); the previous state here is a fingerprint already"
         )
     old = previous if isinstance(previous, Fingerprint) else fingerprint(previous)
-    new = program if isinstance(program, Fingerprint) else _planned(old, program)
+    return engine(old.engine, old).restore.check(old, program, options)
+
+
+def require_same_job(old: Fingerprint, new: Fingerprint) -> None:
+    """Refuse, in one line, a previous fingerprint and a new one of different engines or
+    modes: no engine restores one from the other."""
     if old.engine and new.engine and (old.engine, old.mode) != (new.engine, new.mode):
         raise DocumentError(
             f"the previous state is a {old.engine} {old.mode} job's, the program a "
             f"{new.engine} {new.mode} one: they are different jobs"
         )
-    return engine_rules(new.engine, new).check_restore(old, new, allow_non_restored_state)
-
-
-def _planned(old: Fingerprint, program: Any) -> Fingerprint:
-    """``program``'s fingerprint as its engine plans it restarting from ``old``'s state, where
-    the engine's rules say how (their ``plan_restarted``: a setting the old job's state pins
-    may change the plan); else as :func:`pytest_opid.fingerprint` makes it."""
-    if old.engine:
-        plan = getattr(engine_rules(old.engine, old), "plan_restarted", None)
-        if plan is not None:
-            planned: Fingerprint = plan(old, program)
-            return planned
-    return fingerprint(program)

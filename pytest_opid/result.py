@@ -223,10 +223,15 @@ class RestoreCheck:
     resumes: str = ""
 
     @property
-    def safe(self) -> bool:
-        """Restorable, and no stateful operator is known to read its state with another
-        meaning (:attr:`meaning_verified` says whether that was checked)."""
-        return self.restorable and not self.reinterpreted
+    def safe(self) -> bool | None:
+        """``True``: restorable, and every stateful operator was shown to read its state with
+        the meaning it was written with. ``False``: not restorable, or some operator would read
+        its state as something else. ``None``: restorable, but what the state means could not
+        be checked from the previous state given (:attr:`unverified` says how to check it):
+        never "safe" without evidence."""
+        if not self.restorable or self.reinterpreted:
+            return False
+        return None if self.unverified else True
 
     @property
     def meaning_verified(self) -> bool:

@@ -52,7 +52,7 @@ def _import_the_whole_package() -> None:
     import pkgutil
 
     import pytest_opid
-    from pytest_opid.io.registry import data_formats
+    from pytest_opid.inputs import data_formats
 
     for info in pkgutil.walk_packages(pytest_opid.__path__, prefix="pytest_opid."):
         if info.name.endswith("__main__"):

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from pytest_opid import __version__
-from pytest_opid.cli.arguments import UsageError, check_paths, parser
+from pytest_opid.cli.arguments import UsageError, check_paths, parse_command_line
 from pytest_opid.cli.commands import (
     EXIT_ERROR,
     EXIT_OK,
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``opid`` with ``argv`` (default: the process's arguments); return the exit status."""
     with gc_paused():  # one command's objects live until it ends: nothing for the collector
         try:
-            args = parser(__version__).parse_args(list(sys.argv[1:] if argv is None else argv))
+            args = parse_command_line(__version__, list(sys.argv[1:] if argv is None else argv))
             check_paths(args)
             with counting() as read:
                 code, output = _COMMANDS[args.command](args)

@@ -9,7 +9,7 @@ import argparse
 from typing import NoReturn
 
 from pytest_opid.engine_rules import Check
-from pytest_opid.io.registry import data_formats
+from pytest_opid.inputs import data_formats
 from pytest_opid.render.picture import FORMATS as PICTURE_FORMATS
 
 
@@ -20,6 +20,20 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def parse_command_line(version: str, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; what follows the first ``--`` is the program's arguments
+    (``program_args``) wherever the positional arguments before it stand. argparse matches
+    every positional argument the first time it meets one, so ``check-restore CHECKPOINT
+    --spark M:F -- ARGS`` would find no place left for ARGS."""
+    if "--" in argv:
+        cut = argv.index("--")
+        args = parser(version).parse_args(argv[:cut])
+        if hasattr(args, "program_args"):
+            args.program_args = [*args.program_args, *argv[cut + 1 :]]
+            return args
+    return parser(version).parse_args(argv)
 
 
 def parser(version: str) -> argparse.ArgumentParser:
@@ -46,22 +60,8 @@ def parser(version: str) -> argparse.ArgumentParser:
         "fixture of the pytest plugin).",
     )
     fp.add_argument("file", metavar="FILE", nargs="?", help="a file, a JOB.jar, or - for stdin")
-    fp.add_argument(
-        "--spark",
-        metavar="MODULE:FUNCTION",
-        default=None,
-        help="fingerprint the DataFrame, streaming DataFrame or StreamingQuery that "
-        "FUNCTION(spark, *ARGS) returns (MODULE is imported from the current directory)",
-    )
-    fp.add_argument(
-        "--conf",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="with --spark: a session setting, as production sets it (repeatable)",
-    )
+    _spark_program_options(fp)
     fp.add_argument("--main-class", default=None, help="a jar's entry class (default: manifest)")
-    fp.add_argument("program_args", nargs="*", metavar="-- ARGS", help="a jar's program arguments")
     _common_options(fp)
 
     pin = commands.add_parser(
@@ -137,10 +137,13 @@ def parser(version: str) -> argparse.ArgumentParser:
         help="would PROGRAM start from PREVIOUS's state? (as Flink or Spark decides)",
         description="Check a new program against previous state: a Flink savepoint or "
         "checkpoint (directory or _metadata), a Spark checkpoint directory, a saved fingerprint "
-        "or an .opid snapshot. Exit 0 when restorable and safe, 1 when not restorable or "
-        "not safe (Spark restarts, but a stateful operator reads its state as something "
-        "else), 2 on bad input, 3 when restorable but the state's meaning could not be "
-        "verified (a Spark checkpoint keeps no window or key expression: add "
+        "or an .opid snapshot. The new program is a file (a saved fingerprint, snapshot or "
+        "topology document) or, with --spark MODULE:FUNCTION -- ARGS, the PySpark query "
+        "FUNCTION(spark, *ARGS) returns, planned with the settings the checkpoint pins as "
+        "Spark plans the restarted query. Exit 0 when restorable and safe, 1 when not "
+        "restorable or not safe (Spark restarts, but a stateful operator reads its state as "
+        "something else), 2 on bad input, 3 when restorable but the state's meaning could not "
+        "be verified (a Spark checkpoint keeps no window or key expression: add "
         "--previous-fingerprint).",
     )
     restore.add_argument(
@@ -149,7 +152,10 @@ def parser(version: str) -> argparse.ArgumentParser:
         help="the previous state: a path, or a URL (s3://, s3a://, gs://, abfss://, hdfs://, "
         "file://, dbfs:/) where it lives",
     )
-    restore.add_argument("program", metavar="PROGRAM", help="the new program (a file, or -)")
+    restore.add_argument(
+        "program", metavar="PROGRAM", nargs="?", help="the new program (a file, or -)"
+    )
+    _spark_program_options(restore)
     restore.add_argument(
         "--allow-non-restored-state",
         action="store_true",
@@ -182,8 +188,7 @@ def parser(version: str) -> argparse.ArgumentParser:
     savepoint = commands.add_parser(
         "savepoint",
         help="print the operator states of a Flink savepoint or checkpoint",
-        description="Read a Flink savepoint or checkpoint (its directory or _metadata file; "
-        "a path or a URL: s3://, gs://, abfss://...).",
+        description="Read a Flink savepoint or checkpoint (its directory or _metadata file).",
     )
     savepoint.add_argument("path", metavar="PATH")
     savepoint.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -192,9 +197,8 @@ def parser(version: str) -> argparse.ArgumentParser:
     checkpoint = commands.add_parser(
         "checkpoint",
         help="print what a Spark streaming checkpoint holds",
-        description="Read a Spark Structured Streaming checkpoint directory (a path, or a URL: "
-        "s3://, s3a://, gs://, abfss://...): sources, pinned confs, stateful operators and "
-        "their state schemas.",
+        description="Read a Spark Structured Streaming checkpoint directory: sources, pinned "
+        "confs, stateful operators and their state schemas.",
     )
     checkpoint.add_argument("path", metavar="DIR")
     checkpoint.add_argument(
@@ -253,6 +257,31 @@ def _picture_options(parser: argparse.ArgumentParser) -> None:
         default=500,
         help="draw at most N nodes; larger pictures fold unchanged chains and say what they "
         "left out (default: 500; 0: no cap)",
+    )
+
+
+def _spark_program_options(parser: argparse.ArgumentParser) -> None:
+    """``--spark MODULE:FUNCTION [--conf KEY=VALUE ...] [-- ARGS]``: a PySpark program from the
+    team's own code (``fingerprint`` and ``check-restore`` take it alike)."""
+    parser.add_argument(
+        "--spark",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="the DataFrame, streaming DataFrame, DataStreamWriter or StreamingQuery that "
+        "FUNCTION(spark, *ARGS) returns (MODULE is imported from the current directory)",
+    )
+    parser.add_argument(
+        "--conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with --spark: a session setting, as production sets it (repeatable)",
+    )
+    parser.add_argument(
+        "program_args",
+        nargs="*",
+        metavar="-- ARGS",
+        help="with --spark: the function's arguments (for fingerprint, also a jar's)",
     )
 
 

@@ -14,15 +14,17 @@ from typing import BinaryIO
 from pytest_opid.cli.arguments import UsageError
 from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError
 from pytest_opid.flink import (
     Savepoint,
     fingerprint_jar,
+    is_savepoint,
     pin_lines,
     read_savepoint,
     render_savepoint,
 )
-from pytest_opid.io.registry import load_input, restore_source
+from pytest_opid.inputs import load_input
 from pytest_opid.io.storage import path_or_location
 from pytest_opid.render.explain import render
 from pytest_opid.render.picture import picture
@@ -140,25 +142,44 @@ def _save(path: str, text: str) -> None:
 
 
 def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
-    """``opid check-restore PREVIOUS PROGRAM``: exit 0 when restorable and safe (or, with
-    ``--allow-reinterpreted-state``, restorable), 1 when not, 3 when restorable but the
-    state's meaning was not verified."""
-    program = load_input(args.program)
+    """``opid check-restore PREVIOUS PROGRAM`` (or ``--spark MODULE:FUNCTION``): exit 0 when
+    restorable and safe (or, with ``--allow-reinterpreted-state``, restorable), 1 when not, 3
+    when restorable but the state's meaning was not verified."""
     was = None if args.previous_fingerprint is None else load_input(args.previous_fingerprint)
-    with _judged_for(args.spark_version):
+    with _judged_for(args.spark_version), _program(args) as program:
         result = check_restore(
             args.previous,
             program,
             allow_non_restored_state=args.allow_non_restored_state,
             previous_fingerprint=was,
         )
-    accepted = result.safe or (result.restorable and args.allow_reinterpreted_state)
-    code = EXIT_OK if accepted else EXIT_FAILED
-    if code == EXIT_OK and not result.meaning_verified and not args.allow_reinterpreted_state:
+    if result.safe is True or (result.restorable and args.allow_reinterpreted_state):
+        code = EXIT_OK
+    elif result.safe is None:
         code = EXIT_UNVERIFIED
+    else:
+        code = EXIT_FAILED
     if args.json:
         return code, _json(result.to_dict())
     return code, render_restore(result) + "\n"
+
+
+def _program(args: argparse.Namespace) -> AbstractContextManager[object]:
+    """The new program: a file (a saved fingerprint, snapshot or document), or with
+    ``--spark MODULE:FUNCTION`` what the function returns, live in its session for the block,
+    so that the restore entrance plans it as Spark plans a restarted query."""
+    if args.spark is None:
+        if args.program is None:
+            raise UsageError(
+                "the following arguments are required: PROGRAM (or --spark MODULE:FUNCTION)"
+            )
+        if args.conf or args.program_args:
+            raise UsageError("--conf and program arguments are for --spark")
+        return nullcontext(load_input(args.program))
+    from pytest_opid.spark import called_function, parse_conf
+
+    program_args = ([args.program] if args.program is not None else []) + list(args.program_args)
+    return called_function(args.spark, program_args, parse_conf(args.conf))
 
 
 def _judged_for(version: str | None) -> AbstractContextManager[object]:
@@ -224,16 +245,17 @@ def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str])
 def pin_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid pin``: the setUidHash lines that freeze a Flink job's state IDs."""
     path = path_or_location(args.previous)
-    source = restore_source(path) if path.exists() else None
     previous: Savepoint | Fingerprint
-    if source is not None and source.name == "flink-savepoint":
+    if path.exists() and is_savepoint(path):
         previous = read_savepoint(path)
     else:
         previous = load_input(args.previous)
-        if previous.engine not in ("", "flink"):
+        rules = engine_rules(previous.engine, previous)
+        if not rules.ids_find_state:  # pins are IDs: useless where state is found by position
             raise DocumentError(
-                f"{args.previous}: a {previous.engine} job; setUidHash pins are Flink's "
-                "(Spark keeps state by position: keep the stateful operators in order)"
+                f"{args.previous}: a {rules.name} job; setUidHash pins are Flink's "
+                f"({rules.name.capitalize()} keeps state by position: keep the stateful "
+                "operators in order)"
             )
     lines = pin_lines(previous)
     if not lines:

@@ -1,6 +1,6 @@
 """Flink: OperatorIDs and chains exactly as Flink 2.3 computes them, and its restore rules.
 
-Importing the package registers with :mod:`pytest_opid.io.registry` what it contributes: the
+Its ``register()`` hands :mod:`pytest_opid.engines` one engine object with what it contributes: the
 fingerprint of a :class:`~pytest_opid.model.Topology` or a builder stream, topology documents
 and execution plans as data formats, :class:`~pytest_opid.flink.rules.FlinkRules`, and
 savepoints and retained checkpoints (a directory holding ``_metadata``, or that file) as what
@@ -18,11 +18,10 @@ PyFlink itself is imported only when one is read).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
+from pytest_opid.engines import DataFormat, Engine, Frontend, register_engine
 from pytest_opid.flink.chaining import Chain, ChainingRule, flink_chaining
 from pytest_opid.flink.compute import compute
 from pytest_opid.flink.document import decode_document, read_document
@@ -30,22 +29,15 @@ from pytest_opid.flink.hasher import operator_ids, state_id_changes
 from pytest_opid.flink.jar import fingerprint_jar
 from pytest_opid.flink.jvm import FlinkJvm
 from pytest_opid.flink.plan import topology_from_plan
-from pytest_opid.flink.restore import check_savepoint, pin_lines
+from pytest_opid.flink.pyflink import ACCEPTED as PYFLINK_ACCEPTED
+from pytest_opid.flink.pyflink import fingerprint_pyflink, is_pyflink
+from pytest_opid.flink.restore import pin_lines
+from pytest_opid.flink.restore_entrance import FlinkRestore, is_savepoint
 from pytest_opid.flink.rules import FlinkRules
-from pytest_opid.flink.savepoint import METADATA_FILE, Savepoint, read_savepoint
+from pytest_opid.flink.savepoint import Savepoint, read_savepoint
 from pytest_opid.flink.savepoint import render_text as render_savepoint
-from pytest_opid.io.registry import (
-    DataFormat,
-    Frontend,
-    RestoreSource,
-    register_engine,
-    register_format,
-    register_frontend,
-    register_restore_source,
-)
-from pytest_opid.io.storage import Location
 from pytest_opid.model import Topology
-from pytest_opid.result import Fingerprint, RestoreCheck
+from pytest_opid.result import Fingerprint
 
 #: The face: what the CLI, the plugin, the strategies and spark/ (Flink's structural hasher for its
 #: operator IDs) use; nothing outside flink/ imports past it (tests/architecture says so).
@@ -57,6 +49,7 @@ __all__ = [
     "compute",
     "fingerprint_jar",
     "flink_chaining",
+    "is_savepoint",
     "operator_ids",
     "pin_lines",
     "read_savepoint",
@@ -85,29 +78,6 @@ def _is_plan(data: Mapping[str, Any]) -> bool:
     return False
 
 
-def _is_savepoint(path: Path | Location) -> bool:
-    """A savepoint or retained checkpoint: a directory holding ``_metadata``, or that file."""
-    if isinstance(path, Location):  # in a store: from the folder's one listing
-        if path.is_dir():
-            return (path / METADATA_FILE).is_file()
-        return path.name == METADATA_FILE and path.is_file()
-    try:
-        if path.is_dir():  # a _metadata that is not a file: the reader says what it is
-            meta = path / METADATA_FILE
-            return os.path.lexists(meta) and not meta.is_dir()
-        return path.name == METADATA_FILE and path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _check_savepoint(
-    path: Path | Location, new: Fingerprint, allow_non_restored_state: bool
-) -> RestoreCheck:
-    return check_savepoint(
-        read_savepoint(path), new, allow_non_restored_state=allow_non_restored_state
-    )
-
-
 def _decode_document(raw: bytes, chaining: ChainingRule | None) -> Callable[[], Fingerprint] | None:
     topology = decode_document(raw)
     if topology is None:
@@ -116,32 +86,38 @@ def _decode_document(raw: bytes, chaining: ChainingRule | None) -> Callable[[], 
 
 
 def register() -> None:
-    """Register this engine's frontends, data formats and rules (the entry point of the
-    ``pytest_opid.engines`` group)."""
-    register_frontend(
-        Frontend(
-            "flink-topology",
-            _is_topology,
-            _topology_fingerprint,
-            "a Topology or a builder stream (anything with to_topology())",
+    """Register this engine (the entry point of the ``pytest_opid.engines`` group)."""
+    rules = FlinkRules()
+    register_engine(
+        Engine(
+            "flink",
+            rules,
+            FlinkRestore(rules),
+            frontends=(
+                Frontend(
+                    "flink-topology",
+                    _is_topology,
+                    _topology_fingerprint,
+                    "a Topology or a builder stream (anything with to_topology())",
+                ),
+                Frontend("pyflink", is_pyflink, fingerprint_pyflink, PYFLINK_ACCEPTED),
+            ),
+            formats=(
+                DataFormat(
+                    "document",
+                    lambda data: "edges" in data,
+                    lambda data, chaining: compute(read_document(data), chaining or flink_chaining),
+                    "a topology document",
+                    _decode_document,
+                ),
+                DataFormat(
+                    "plan",
+                    _is_plan,
+                    lambda data, chaining: compute(
+                        topology_from_plan(data), chaining or flink_chaining
+                    ),
+                    "a Flink execution plan",
+                ),
+            ),
         )
     )
-    register_format(
-        DataFormat(
-            "document",
-            lambda data: "edges" in data,
-            lambda data, chaining: compute(read_document(data), chaining or flink_chaining),
-            "a topology document",
-            _decode_document,
-        )
-    )
-    register_format(
-        DataFormat(
-            "plan",
-            _is_plan,
-            lambda data, chaining: compute(topology_from_plan(data), chaining or flink_chaining),
-            "a Flink execution plan",
-        )
-    )
-    register_engine(FlinkRules())
-    register_restore_source(RestoreSource("flink-savepoint", _is_savepoint, _check_savepoint))

@@ -15,7 +15,7 @@ the environment (PyFlink's chaining optimizer rewires the transformations in pla
 fingerprinting neither consumes nor changes a job: ``env.execute()`` afterwards submits the
 same graph.
 
-PyFlink is imported only when a PyFlink object is fingerprinted: :func:`register` recognises
+PyFlink is imported only when a PyFlink object is fingerprinted: :func:`is_pyflink` recognises
 one by its class's module name.
 """
 
@@ -33,13 +33,13 @@ from pytest_opid.flink.stream_graph import (
     fingerprint_reading,
     read_stream_graph,
 )
-from pytest_opid.io.registry import Frontend, register_frontend
 from pytest_opid.result import Fingerprint
 
 __all__ = [
+    "ACCEPTED",
     "fingerprint_pyflink",
+    "is_pyflink",
     "job_graph_vertices",
-    "register",
     "stream_graph",
 ]
 
@@ -134,12 +134,8 @@ def job_graph_vertices(obj: Any) -> tuple[StreamGraphReading, list[dict[str, Any
     return reading, vertices
 
 
-def _is_pyflink(obj: Any) -> bool:
+def is_pyflink(obj: Any) -> bool:
     # By module name, without importing PyFlink: every PyFlink object comes here, and the
     # ones that are no job get a TypeError saying which are.
     return (type(obj).__module__ or "").startswith("pyflink.")
 
-
-def register() -> None:
-    """Register the PyFlink frontend (the ``pyflink`` entry point of ``pytest_opid.engines``)."""
-    register_frontend(Frontend("pyflink", _is_pyflink, fingerprint_pyflink, ACCEPTED))

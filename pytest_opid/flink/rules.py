@@ -14,18 +14,56 @@ from __future__ import annotations
 import re
 
 from pytest_opid.comparison import Comparison
-from pytest_opid.engine_rules import Check
+from pytest_opid.engine_rules import Check, EngineWords
 from pytest_opid.flink.restore import check_fingerprint
 from pytest_opid.result import Fingerprint, OperatorFingerprint, RestoreCheck
 from pytest_opid.text import columns, plural, quote
 
-__all__ = ["FlinkRules"]
+__all__ = ["PICTURE_WORDS", "FlinkRules"]
+
+_DIFF_LEGEND = (
+    ("lost", "state lost: the savepoint's state under its old ID finds no operator"),
+    ("misplaced", "wrong state: restores the state of another operator"),
+    ("new", "new: starts with empty state"),
+    ("removed", "removed (dashed): its state finds no operator"),
+    ("unchanged", "unchanged: restores its own state (or stateless, only its ID changed)"),
+    ("chain", "box: a job vertex; marked split or merged where that changed"),
+)
+
+#: What the pictures and the ``opid fingerprint`` table call things in a Flink job: job
+#: vertices (``JobVertex``, operators chained into one task), OperatorIDs, ``p=`` parallelism,
+#: uids; state is restored from a savepoint by ID (``StateAssignmentOperation``), so a new
+#: operator starts empty and a stateful one whose ID changed loses its state.
+PICTURE_WORDS = EngineWords(
+    chain="job vertex",
+    chains="job vertices",
+    operator_id="OperatorID",
+    parallelism="p={}",
+    parallelism_unset="p=default",
+    chain_parallelism="p={}",
+    chain_parallelism_unset="p=default",
+    shows_uids=True,
+    state_rule="Flink maps state by ID, not by name",
+    saved_state="savepoint",
+    new_operator="NEW: empty state",
+    topology_legend=(
+        ("chain", "box: a job vertex (operators chained into one task)"),
+        ("plain", "operator: name, OperatorID (first 8 hex digits), parallelism, uid"),
+        ("edge", "arrow label: the partitioner"),
+    ),
+    stateful_legend=("stateful", "stateful operator"),
+    diff_legend=_DIFF_LEGEND,
+    batch_diff_legend=_DIFF_LEGEND,
+)
 
 
 class FlinkRules:
-    """Flink's restore rules for :mod:`pytest_opid.io.registry`."""
+    """Flink's restore rules for :mod:`pytest_opid.engines`."""
 
     name = "flink"
+    #: Flink restores state by operator ID: snapshots write one per operator
+    ids_find_state = True
+    words = PICTURE_WORDS
 
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is None  # the only untagged fingerprints without state ids

@@ -42,7 +42,8 @@ from pytest_opid.plugin.session import (  # hooks: registered with this module
     pytest_testnodedown,
     safe,
 )
-from pytest_opid.plugin.snapshot_files import snapshot_index, syrupy_assertion
+from pytest_opid.plugin.snapshot_files import snapshot_index
+from pytest_opid.plugin.syrupy_compat import location_of, new_assertion, syrupy_session
 
 __all__ = [
     "MARKER",
@@ -123,7 +124,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "both; by default a streaming job's state, a batch job's stages. previous= also "
         "checks against a real checkpoint, savepoint or saved fingerprint; "
         "allow_reinterpreted_state=True passes a Spark restart that reads state under "
-        "another meaning (still reported); allow_non_restored_state=True (Flink) accepts "
+        "another meaning (still reported); allow_unverified=True passes a previous= whose "
+        "state's meaning could not be checked (no snapshot of the query that wrote the "
+        "checkpoint); allow_non_restored_state=True (Flink) accepts "
         "state the new job drops; name= names the snapshot. After a safe deploy, accept "
         "the change: pytest --snapshot-update",
     )
@@ -214,13 +217,11 @@ def _keep_snapshots(item: pytest.Item) -> None:
     test may have failed before recording anything), plus what it recorded; minus those the
     check already asserted.
     """
-    if getattr(item.config, "_syrupy", None) is None or not isinstance(item, pytest.Function):
+    if syrupy_session(item.config) is None or not isinstance(item, pytest.Function):
         return
-    from syrupy.location import PyTestLocation
-
     from pytest_opid.plugin.extension import TopologySnapshotExtension as Extension
 
-    location = PyTestLocation(item)
+    location = location_of(item)
     recorder = item.stash.get(_RECORDER, None)
     indices: list[int | str] = [e.key for e in recorder._entries] if recorder else []
     base = Extension.get_snapshot_name(test_location=location, index=0)
@@ -237,7 +238,7 @@ def _keep_snapshots(item: pytest.Item) -> None:
         if path not in done and path not in keep and os.path.lexists(path):
             keep[path] = index
     for index in keep.values():
-        assertion = syrupy_assertion(item, Extension, location, update=False)
+        assertion = new_assertion(item, Extension, location, update=False)
         assertion.extension.keep = True
         # Index 0 is a fresh assertion's first; any other is passed as its name.
         _ = (assertion if index == 0 else assertion(name=index)) == ""

@@ -24,19 +24,18 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+from syrupy.extensions.single_file import SingleFileSnapshotExtension
 
-from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
-from pytest_opid.errors import DocumentError, OpidError
+from pytest_opid.engines import engine_rules
+from pytest_opid.errors import OpidError
+from pytest_opid.inputs import fingerprint
 from pytest_opid.io.json import input_limit
-from pytest_opid.io.registry import engine_rules, fingerprint
-from pytest_opid.io.snapshot import dumps, loads
-from pytest_opid.render.explain import render
+from pytest_opid.io.snapshot import dumps
+from pytest_opid.plugin.judge import Judgement, judge
 
 __all__ = ["SnapshotPathError", "TopologySnapshotExtension", "Unreadable", "atomic_write"]
 
-_RUN_UPDATE = "to replace it, run pytest --snapshot-update"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 
@@ -72,7 +71,6 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
     """
 
     file_extension = "opid"
-    _write_mode = WriteMode.TEXT
     #: what is held stable; ``None``: the job's own default (:meth:`Check.default_for`)
     check: Check | None = None
     exact: bool = False
@@ -82,10 +80,21 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
     verdict: bool | None = None
     #: the snapshot text the plugin serialized already (``None``: serialize here)
     text: str | None = None
+    #: the last assertion's texts and their judgement, which :meth:`diff_lines` reuses
+    _last: tuple[tuple[Any, ...], Judgement] | None = None
     #: unused snapshots syrupy asked to delete that could not be (the plugin reports them)
     delete_failures: ClassVar[list[str]] = []
     #: where those snapshots are: syrupy's summary must not count them as deleted
     kept_locations: ClassVar[list[str]] = []
+
+    @classmethod
+    def get_supported_dataclass(cls) -> type[str]:
+        """Snapshots are text (syrupy's single-file extension asks; its default is bytes)."""
+        return str
+
+    @classmethod
+    def get_write_encoding(cls) -> str:
+        return "utf-8"
 
     def serialize(self, data: Any, **kwargs: Any) -> str:
         """Anything :func:`pytest_opid.fingerprint` accepts, as snapshot text."""
@@ -96,42 +105,44 @@ class TopologySnapshotExtension(SingleFileSnapshotExtension):
         fp = fingerprint(data)
         rules = engine_rules(fp.engine, fp)
         # An engine that finds state by position (Spark) gets its operator IDs written once.
-        ids_once = not getattr(rules, "ids_find_state", True)
+        ids_once = not rules.ids_find_state
         return dumps(rules.snapshot_form(fp), rules.snapshot_preamble(fp), ids_once=ids_once)
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
-        if self.keep or isinstance(snapshot_data, Unreadable):
+        if self.keep:
             return False
         if self.verdict is not None:
             return self.verdict
-        if serialized_data == snapshot_data:
-            return True
-        if self.exact:
-            return False
-        try:
-            new = loads(str(serialized_data))
-            return not compare(
-                loads(str(snapshot_data)),
-                new,
-                allow_reinterpreted_state=self.allow_reinterpreted_state,
-            ).breaks(self.check or Check.default_for(new))
-        except DocumentError:
-            return False  # an unreadable snapshot never matches; the plugin explains why
+        return self._judgement(serialized_data, snapshot_data).passes
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
-        """What syrupy prints under a failed ``assert ... == snapshot``: the explanation."""
-        if isinstance(snapshot_data, Unreadable):
-            yield f"{snapshot_data}; {_RUN_UPDATE}"
-            return
-        try:
-            old = loads(str(snapshot_data))
-        except DocumentError as exc:
-            yield f"{exc}; {_RUN_UPDATE}"
-            return
-        new = loads(str(serialized_data))
-        check = self.check or Check.default_for(new)
-        comparison = compare(old, new, allow_reinterpreted_state=self.allow_reinterpreted_state)
-        yield from render(comparison, check).splitlines()
+        """What syrupy prints under a failed ``assert ... == snapshot``: the explanation, from
+        the judgement :meth:`matches` made (nothing is compared again)."""
+        message = self._judgement(serialized_data, snapshot_data).message
+        yield from (message or "").splitlines()
+
+    def _judgement(self, serialized_data: Any, snapshot_data: Any) -> Judgement:
+        """The judgement of one assertion, made once: syrupy asks :meth:`matches`, then, when
+        it fails, :meth:`diff_lines` with the same two texts (and the same settings)."""
+        key = (
+            serialized_data,
+            snapshot_data,
+            self.check,
+            self.allow_reinterpreted_state,
+            self.exact,
+        )
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        judgement = judge(
+            None if snapshot_data is None else str(snapshot_data),
+            str(serialized_data),
+            check=self.check,
+            allow_reinterpreted_state=self.allow_reinterpreted_state,
+            exact=self.exact,
+            unreadable=isinstance(snapshot_data, Unreadable),
+        )
+        self._last = (key, judgement)
+        return judgement
 
     # -- files --------------------------------------------------------------------------------
 

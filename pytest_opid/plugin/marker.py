@@ -27,7 +27,7 @@ MARKER = "stable_topology"
 #: The marker's whole signature, as `pytest --markers` and the docs give it.
 MARKER_SIGNATURE = (
     "check=None, name=None, previous=None, allow_non_restored_state=False, "
-    "allow_reinterpreted_state=False, spark_version=None"
+    "allow_reinterpreted_state=False, allow_unverified=False, spark_version=None"
 )
 
 CHECKS = ("default", "ids", "chains", "both")
@@ -38,6 +38,7 @@ MARKER_ARGUMENTS = {
     "previous",
     "allow_non_restored_state",
     "allow_reinterpreted_state",
+    "allow_unverified",
     "spark_version",  # read by pytest_opid.plugin.spark
 }
 
@@ -55,7 +56,7 @@ def marker_options(item: pytest.Item) -> tuple[Check | None, str | None]:
         pytest.fail(
             f"@pytest.mark.{MARKER}: {what}; it takes check='ids'|'chains'|'both', name='...', "
             "previous='<savepoint, checkpoint or snapshot>', allow_non_restored_state=True, "
-            "allow_reinterpreted_state=True and spark_version='X.Y'",
+            "allow_reinterpreted_state=True, allow_unverified=True and spark_version='X.Y'",
             pytrace=False,
         )
     previous = marker.kwargs.get("previous")

@@ -19,7 +19,12 @@ from pytest_opid.plugin.snapshot_files import (
     collision,
     path_key,
     relative,
-    syrupy_assertion,
+)
+from pytest_opid.plugin.syrupy_compat import (
+    last_result,
+    location_of,
+    new_assertion,
+    syrupy_session,
 )
 
 __all__ = [
@@ -79,15 +84,13 @@ class Recorder:
         self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
             self._check, self._name = marker_options(self._item)
-            if getattr(request.config, "_syrupy", None) is None:  # syrupy's plugin sets it
+            if syrupy_session(request.config) is None:
                 pytest.fail(
                     "@pytest.mark.stable_topology needs syrupy for its snapshots: "
                     "pip install -e '.[pytest]' in the pytest-opid clone",
                     pytrace=False,
                 )
-            from syrupy.location import PyTestLocation
-
-            self._location = PyTestLocation(self._item)
+            self._location = location_of(self._item)
 
     @property
     def recorded(self) -> tuple[Fingerprint, ...]:
@@ -107,7 +110,7 @@ class Recorder:
             )
         if name is not None:
             check_name(name)
-        from pytest_opid.io.registry import fingerprint
+        from pytest_opid.inputs import fingerprint
 
         fp = fingerprint(obj)
         key: int | str
@@ -152,27 +155,67 @@ class Recorder:
         program: Any,
         *,
         previous: Any,
+        previous_fingerprint: Any = None,
         allow_non_restored_state: bool = False,
         allow_reinterpreted_state: bool = False,
+        allow_unverified: bool = False,
     ) -> RestoreCheck:
         """Assert that ``program`` would start from ``previous``, as its engine decides at
         restore: a Flink savepoint or checkpoint (directory or ``_metadata``), a Spark
         checkpoint directory, a saved fingerprint or an ``.opid`` snapshot. A relative path is
-        taken from the test file's folder. Fails the test with the engine's explanation when
-        not restorable, or when a stateful operator would read its state under another meaning
-        (unless ``allow_reinterpreted_state``); warnings become :class:`OpidRestoreWarning`.
-        Needs no marker."""
-        from pytest_opid.render.restore import render_restore
+        taken from the test file's folder. ``previous_fingerprint``: the snapshot or saved
+        fingerprint of the job that wrote a Spark checkpoint, which says what its state means.
+        Fails the test with the engine's explanation when not restorable, when a stateful
+        operator would read its state under another meaning (unless
+        ``allow_reinterpreted_state``), or when that meaning could not be checked (unless
+        ``allow_unverified``); warnings become :class:`OpidRestoreWarning`. Needs no marker."""
         from pytest_opid.restore import check_restore
 
         path = beside_test(self._item, previous)
-        result = check_restore(path, program, allow_non_restored_state=allow_non_restored_state)
+        was = (
+            None if previous_fingerprint is None else beside_test(self._item, previous_fingerprint)
+        )
+        result = check_restore(
+            path,
+            program,
+            allow_non_restored_state=allow_non_restored_state,
+            previous_fingerprint=was,
+        )
         where = relative(str(path), self._item.config.rootpath)
-        allow = allow_reinterpreted_state or self._allow_reinterpreted()
-        if not result.restorable or not (result.safe or allow):
-            pytest.fail(safe(f"Restore from {where}:\n{render_restore(result)}"), pytrace=False)
+        failure = self._restore_failure(
+            result,
+            where,
+            allow_reinterpreted_state or self._allow_reinterpreted(),
+            allow_unverified or self._allow_unverified(),
+        )
+        if failure is not None:
+            pytest.fail(safe(failure), pytrace=False)
         self._restore_warnings(result, f"Restore from {where}:")
         return result
+
+    def _restore_failure(
+        self, result: RestoreCheck, where: str, reinterpreted_ok: bool, unverified_ok: bool
+    ) -> str | None:
+        """The failure a restore verdict makes, or ``None``: not restorable; state read under
+        another meaning; its meaning not checked (never passed as safe without evidence)."""
+        from pytest_opid.render.restore import render_restore
+
+        if not result.restorable or (result.reinterpreted and not reinterpreted_ok):
+            return f"Restore from {where}:\n{render_restore(result)}"
+        if result.safe is None and not unverified_ok and not result.reinterpreted:
+            return (
+                f"Restore from {where}: restorable, but what the state means was not verified "
+                "(the checkpoint keeps no window or key expression), so this is not shown safe. "
+                "Verify it: give the snapshot or saved fingerprint of the query that wrote the "
+                "checkpoint (previous_fingerprint=..., or record it under the marker with "
+                "previous=, whose snapshot is used), or pass allow_unverified=True to accept "
+                f"the restart unverified.\n{render_restore(result)}"
+            )
+        return None
+
+    def _allow_unverified(self) -> bool:
+        marker = self._marker
+        return bool(marker is not None and marker.kwargs.get("allow_unverified"))
 
     def _allow_reinterpreted(self) -> bool:
         marker = self._marker
@@ -193,9 +236,8 @@ class Recorder:
         previous = marker.kwargs.get("previous") if marker is not None else None
         if previous is None:
             return []
+        from pytest_opid.engines import engine_for_state
         from pytest_opid.errors import OpidError
-        from pytest_opid.io.registry import restore_source
-        from pytest_opid.render.restore import render_restore
         from pytest_opid.restore import check_restore
 
         path = beside_test(self._item, previous)
@@ -204,8 +246,8 @@ class Recorder:
         accept = self._allow_reinterpreted()
         # A Spark checkpoint keeps no plan: the snapshot, the query that wrote it, says what
         # its state means.
-        source = restore_source(path) if path.exists() else None
-        with_plan = source is not None and source.check_with_previous is not None
+        owner = engine_for_state(path) if path.exists() else None
+        with_plan = owner is not None and not owner.restore.keeps_plan
         failures = []
         for entry in self._entries:
             written_by = self._snapshots.get(entry.key) if with_plan else None
@@ -219,8 +261,9 @@ class Recorder:
             except OpidError as exc:
                 failures.append(f"Restore from {where}: {exc}")
                 continue
-            if not result.restorable or not (result.safe or accept):
-                failures.append(f"Restore from {where}:\n{render_restore(result)}")
+            failure = self._restore_failure(result, where, accept, self._allow_unverified())
+            if failure is not None:
+                failures.append(failure)
             else:
                 self._restore_warnings(result, f"Restore from {where}:")
         return failures
@@ -242,18 +285,16 @@ class Recorder:
         return self._assert_judged(judged)
 
     def _judge(self, entry: Entry) -> Judged:
-        """Read ``entry``'s snapshot and compare it with the recorded fingerprint, once; writes
-        nothing."""
-        from pytest_opid.comparison import compare
-        from pytest_opid.engine_rules import Check
-        from pytest_opid.errors import DocumentError
-        from pytest_opid.io.snapshot import loads
+        """Read ``entry``'s snapshot and judge the recorded fingerprint against it, once
+        (:func:`~pytest_opid.plugin.judge.judge`); writes nothing. Under ``--snapshot-update``
+        any difference is written back, so nothing is compared: only the old snapshot is read,
+        for ``previous=`` and ``--opid-html``."""
         from pytest_opid.plugin.extension import (
             SnapshotPathError,
             TopologySnapshotExtension,
             Unreadable,
         )
-        from pytest_opid.render.explain import render
+        from pytest_opid.plugin.judge import judge
 
         config = self._item.config
         update = bool(config.option.update_snapshots)
@@ -262,7 +303,6 @@ class Recorder:
         name = extension.get_snapshot_name(test_location=self._location, index=entry.key)
         where = relative(location, config.rootpath)
         title = f"Snapshot {name} ({where}):"
-        again = "to replace it, run pytest --snapshot-update"
         text = extension.serialize(entry.fingerprint)
         judged = Judged(entry, text, title, where)
         try:
@@ -275,42 +315,28 @@ class Recorder:
         except OSError as exc:
             judged.failure = f"{title} {exc.filename or where}: {exc.strerror or exc}"
             return judged
-        if recalled == text:
+        judgement = judge(
+            None if recalled is None else str(recalled),
+            text,
+            entry.fingerprint,
+            check=self._check,
+            allow_reinterpreted_state=self._allow_reinterpreted(),
+            exact=update,
+            unreadable=isinstance(recalled, Unreadable),
+            origin=where,
+        )
+        if judgement.kind == "same":
             self._snapshots[entry.key] = entry.fingerprint
             return judged
         judged.write = update  # --snapshot-update: any difference is written back
-        if recalled is None:
-            if not update:
-                judged.failure = (
-                    f"{title}\nno snapshot yet; create it with pytest --snapshot-update"
-                )
-            return judged
-        if isinstance(recalled, Unreadable):
-            if not update:
-                judged.failure = f"{title} {recalled}; {again}"
-            return judged
-        try:
-            old = loads(str(recalled), origin=where)
-        except DocumentError as exc:
-            if not update:
-                judged.failure = f"Snapshot {name}: {exc}; {again}"
-            return judged
-        self._olds[entry.key] = old
-        self._snapshots[entry.key] = old
-        check = self._check or Check.default_for(entry.fingerprint)
-        try:
-            comparison = compare(
-                old, entry.fingerprint, allow_reinterpreted_state=self._allow_reinterpreted()
-            )
-            broken = comparison.breaks(check)
-            if broken and not update:
-                judged.failure = f"{title}\n{render(comparison, check)}"
-        except DocumentError as exc:
-            if not update:
-                judged.failure = f"{title}\n{exc}; recreate it with pytest --snapshot-update"
-            return judged
-        if not broken:
-            judged.comparison = comparison  # passed although the text differs
+        if judgement.old is not None:
+            self._olds[entry.key] = judgement.old
+            self._snapshots[entry.key] = judgement.old
+        if judgement.passes:
+            judged.comparison = judgement.comparison  # passed although the text differs
+        elif not update:  # the message on the title's line, or below it
+            head = {"unreadable": f"{title} ", "damaged": f"Snapshot {name}: "}
+            judged.failure = head.get(judgement.kind, f"{title}\n") + str(judgement.message)
         return judged
 
     def _assert_judged(self, judged: list[Judged]) -> list[str]:
@@ -339,8 +365,8 @@ class Recorder:
             assertion.extension.verdict = not j.write
             assertion.extension.text = j.text
             ok = call == entry.fingerprint
-            result = assertion.executions[assertion.num_executions - 1]
-            self._asserted.add(result.snapshot_location)
+            used, exception = last_result(assertion)
+            self._asserted.add(used)
             if ok:
                 if j.comparison is not None and not j.write:
                     old, new = j.comparison.old, j.comparison.new
@@ -355,17 +381,17 @@ class Recorder:
                         self._stale.append(j.where)
                     self._warn_unprotected(j.comparison, j.title)
                 continue
-            if isinstance(result.exception, SnapshotPathError):
-                failures.append(f"{j.title} {result.exception.problem}")
-            elif isinstance(result.exception, OSError):  # syrupy making the folder, say
-                exc = result.exception
-                failures.append(f"{j.title} {exc.filename or j.where}: {exc.strerror or exc}")
+            if isinstance(exception, SnapshotPathError):
+                failures.append(f"{j.title} {exception.problem}")
+            elif isinstance(exception, OSError):  # syrupy making the folder, say
+                where = exception.filename or j.where
+                failures.append(f"{j.title} {where}: {exception.strerror or exception}")
             else:
-                failures.append(f"{j.title}\ncould not be written: {result.exception!r}")
+                failures.append(f"{j.title}\ncould not be written: {exception!r}")
         return failures
 
     def _assertion(self, extension_class: type) -> Any:
-        assertion = syrupy_assertion(self._item, extension_class, self._location)
+        assertion = new_assertion(self._item, extension_class, self._location)
         assertion.extension.check = self._check
         assertion.extension.allow_reinterpreted_state = self._allow_reinterpreted()
         assertion.extension.exact = bool(self._item.config.option.update_snapshots)

@@ -5,7 +5,6 @@ engine version). Its hooks are registered through :mod:`pytest_opid.plugin`, whi
 
 from __future__ import annotations
 
-import functools
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,13 @@ if TYPE_CHECKING:
 
 
 from pytest_opid.plugin.snapshot_files import collision, relative
+from pytest_opid.plugin.syrupy_compat import (
+    cleans_up,
+    forget_unused,
+    keep_unused,
+    not_run,
+    syrupy_session,
+)
 
 __all__ = [
     "DESELECTED",
@@ -104,32 +110,10 @@ def _finish(session: pytest.Session) -> None:
         state.output_errors += failures
         failures.clear()
         kept = extension.TopologySnapshotExtension.kept_locations
-        _uncount_kept(config, set(kept))
+        forget_unused(config, set(kept))  # not counted as deleted in syrupy's summary
         kept.clear()
     if (state.conflicts or state.output_errors) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def _uncount_kept(config: pytest.Config, kept: set[str]) -> None:
-    """syrupy's summary counts every unused snapshot it asked to delete as deleted ("1 unused
-    snapshot deleted", "Deleted ..."); the ones a read-only folder or a directory in their
-    place kept are taken out of its report, and pytest-opid's error lines name them. syrupy
-    keeps the unused snapshots in its report's ``unused`` (a cached property, as ``num_unused``
-    is; from another syrupy the summary stays as it is)."""
-    report = getattr(getattr(config, "_syrupy", None), "report", None)
-    if not kept or report is None:
-        return
-    cached = type(report).__dict__.get("unused")
-    if not isinstance(cached, functools.cached_property):
-        return
-    from syrupy.data import SnapshotCollections
-
-    left = SnapshotCollections()
-    for collection in report.unused:
-        if collection.location not in kept:
-            left.add(collection)
-    report.__dict__["unused"] = left
-    report.__dict__.pop("num_unused", None)  # counted again from what is left
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
@@ -154,18 +138,12 @@ def _hold_cleanup(session: pytest.Session, exitstatus: int) -> None:
     workers report.
     """
     config = session.config
-    option = config.option
-    syrupy = getattr(config, "_syrupy", None)
-    if (
-        syrupy is None
-        or not getattr(option, "update_snapshots", False)
-        or getattr(option, "no_cleanup", True)
-        or hasattr(config, "workerinput")
-    ):
+    syrupy = syrupy_session(config)
+    if syrupy is None or not cleans_up(config) or hasattr(config, "workerinput"):
         return
     reason = _unfinished(session, exitstatus, syrupy)
     if reason is not None:
-        option.no_cleanup = True
+        keep_unused(config)
         state = config.stash.get(SESSION, None)
         if state is not None:
             state.kept_unused = reason
@@ -178,16 +156,11 @@ def _unfinished(session: pytest.Session, exitstatus: int, syrupy: Any) -> str | 
     deselected = session.config.stash.get(DESELECTED, 0)
     if deselected:
         return f"{deselected} collected test{'s were' if deselected != 1 else ' was'} deselected"
-    # Every selected test has a status once it ran (syrupy's ItemStatus.NOT_RUN is False);
-    # under pytest-xdist the controller's statuses are its workers' reports, merged.
-    status: dict[str, Any] = dict(getattr(syrupy, "_selected_items", {}))
-    for report in getattr(syrupy, "_worker_reports", ()):
-        for nodeid, value in report.get("selected", {}).items():
-            status[nodeid] = status.get(nodeid) or value
-    not_run = sum(1 for value in status.values() if not getattr(value, "value", value))
-    if not_run:
+    # Under pytest-xdist the controller's statuses are its workers' reports, merged.
+    missed = not_run(syrupy)
+    if missed:
         why = " (-x or --maxfail stopped the session)" if session.shouldfail else ""
-        return f"{not_run} test{'s' if not_run != 1 else ''} did not run{why}"
+        return f"{missed} test{'s' if missed != 1 else ''} did not run{why}"
     if session.shouldstop or session.shouldfail:
         return "the session stopped early"
     return None
@@ -264,7 +237,7 @@ def _summarise_stale(terminalreporter: Any, stale: list[str]) -> None:
 def _summarise_other_versions(terminalreporter: Any, made: list[list[str]]) -> None:
     """Snapshots made with another version of their engine: said once per pair of versions,
     with what the comparison held (the engine's rules say which facts both versions record)."""
-    from pytest_opid.io.registry import engine_rules
+    from pytest_opid.engines import engine_rules
 
     groups: dict[tuple[str, str, str], list[str]] = {}
     for where, engine, old, new in made:

@@ -1,6 +1,5 @@
-"""Where a test's snapshot files are and what they are called: syrupy's assertion made with our
-extension from the start, a file's snapshot index, one spelling per file, and the message for two
-recordings that map to one file."""
+"""Where a test's snapshot files are and what they are called: a file's snapshot index, one
+spelling per file, and the message for two recordings that map to one file."""
 
 from __future__ import annotations
 
@@ -21,29 +20,7 @@ __all__ = [
     "path_key",
     "relative",
     "snapshot_index",
-    "syrupy_assertion",
 ]
-
-
-def syrupy_assertion(item: pytest.Item, extension: type, location: Any, update: bool = True) -> Any:
-    """A syrupy assertion for ``item``, made as syrupy's ``snapshot`` fixture makes one, but
-    with ``extension`` from the start. The fixture's own assertion would register syrupy's
-    default (amber) extension, whose discovery walks all of ``__snapshots__`` and, under
-    ``--snapshot-update``, deletes every file there it does not know, which a test of ours must
-    not cause (say, the contents of a directory found at a snapshot path)."""
-    from syrupy.assertion import SnapshotAssertion
-
-    option = item.config.option
-    extra: dict[str, Any] = {}
-    if hasattr(option, "update_new_snapshots_only"):  # syrupy >= 5
-        extra["update_new_snapshots_only"] = bool(option.update_new_snapshots_only) and update
-    return SnapshotAssertion(
-        session=item.config._syrupy,  # type: ignore[attr-defined]
-        extension_class=extension,
-        test_location=location,
-        update_snapshots=bool(option.update_snapshots) and update,
-        **extra,
-    )
 
 
 def snapshot_index(filename: str, base: str) -> int | str | None:

@@ -15,7 +15,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from pytest_opid.engine_rules import EngineRules, EngineWords
+from pytest_opid.engines import engine_rules
+from pytest_opid.errors import DocumentError
 from pytest_opid.render.state_meaning import operator_meanings
 from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint
 from pytest_opid.text import plural, printable
@@ -28,7 +32,7 @@ __all__ = [
     "SceneGroup",
     "SceneNode",
     "chain_groups",
-    "chain_word",
+    "drawing_rules",
     "operator_lines",
     "operator_title",
     "scene_edges",
@@ -95,15 +99,14 @@ def short(text: str, limit: int = NAME_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def chain_word(engine: str) -> str:
-    """The engine's name for a chain: a Spark stage, a Flink job vertex."""
-    return "stage" if engine == "spark" else "job vertex"
-
-
-def _parallelism(engine: str, value: int) -> str:
-    if engine == "spark":
-        return f"{value} partitions" if value > 0 else "partitions: at run time"
-    return f"p={value}" if value > 0 else "p=default"
+def drawing_rules(engine: str, fp: Fingerprint | None) -> EngineRules[Any]:
+    """The rules of the engine a picture draws, whose :attr:`~EngineRules.words` it speaks:
+    ``engine``'s, or for a fingerprint without a tag, or of an engine not installed here, the
+    engine that claims it untagged (render never tests an engine's name)."""
+    try:
+        return engine_rules(engine, fp)
+    except DocumentError:
+        return engine_rules("", fp)
 
 
 # -- a topology -----------------------------------------------------------------------------
@@ -112,15 +115,16 @@ def _parallelism(engine: str, value: int) -> str:
 def topology_scene(fp: Fingerprint, title: str | None = None) -> Scene:
     """Every operator of ``fp`` in its chain, with its edges where the fingerprint has them."""
     engine = fp.engine
-    chain = chain_word(engine)
+    rules = drawing_rules(engine, fp)
+    words = rules.words
     states = state_lines(fp)
     meanings = operator_meanings(fp)
-    groups, group_of = chain_groups(fp.job_vertices, chain)
+    groups, group_of = chain_groups(fp.job_vertices, words)
     nodes = [
         SceneNode(
-            lines=operator_lines(engine, op, states.get(op.operator_id))
+            lines=operator_lines(words, op, states.get(op.operator_id))
             + meanings.get(op.operator_id, ()),
-            title=operator_title(engine, op, fp, states.get(op.operator_id)),
+            title=operator_title(words, op, fp, states.get(op.operator_id)),
             stateful=op.operator_id in states or op.stateful is True,
             group=group_of.get(op.job_vertex),
             operator=op.node,
@@ -129,7 +133,7 @@ def topology_scene(fp: Fingerprint, title: str | None = None) -> Scene:
     ]
     edges, notes = scene_edges(fp, {op.node: i for i, op in enumerate(fp.operators)}, nodes)
     kind = f"{engine.capitalize()} " if engine else ""
-    chains = plural(len(fp.job_vertices), chain, "job vertices" if chain == "job vertex" else None)
+    chains = plural(len(fp.job_vertices), words.chain, words.chains)
     heading = title or (f"{kind}{fp.mode} job: {plural(len(fp.operators), 'operator')} in {chains}")
     return Scene(
         title=printable(heading),
@@ -138,26 +142,22 @@ def topology_scene(fp: Fingerprint, title: str | None = None) -> Scene:
         groups=groups,
         edges=edges,
         notes=notes,
-        legend=_topology_legend(engine, fp),
-        chain_word=chain,
+        legend=_topology_legend(rules, fp),
+        chain_word=words.chain,
     )
 
 
 def chain_groups(
-    vertices: Sequence[JobVertex], chain: str
+    vertices: Sequence[JobVertex], words: EngineWords
 ) -> tuple[list[SceneGroup], dict[str | None, int]]:
-    """A box per chain (``chain``: the engine's word for one), and each chain's box by its id."""
+    """A box per chain (in the engine's ``words``), and each chain's box by its id."""
     groups: list[SceneGroup] = []
     group_of: dict[str | None, int] = {}
-    engine_spark = chain == "stage"
+    chain = words.chain
     for number, v in enumerate(vertices, 1):
         group_of[v.id] = len(groups)
         count = len(v.operators)
-        par = (
-            (f"{v.parallelism} partitions" if v.parallelism > 0 else "")
-            if engine_spark
-            else (f"p={v.parallelism}" if v.parallelism > 0 else "p=default")
-        )
+        par = words.parallelism_text(v.parallelism, chain=True)
         label = f"{chain} {number} \u00b7 {v.id[:8]}" + (f" \u00b7 {par}" if par else "")
         groups.append(
             SceneGroup(
@@ -178,10 +178,16 @@ def state_lines(fp: Fingerprint) -> dict[str, str]:
     return out
 
 
-def operator_lines(engine: str, op: OperatorFingerprint, state: str | None) -> tuple[str, ...]:
-    """What an operator's box says: name, ID and parallelism, a Flink uid, its state."""
-    lines = [short(op.name), f"{op.operator_id[:8]} \u00b7 {_parallelism(engine, op.parallelism)}"]
-    if engine != "spark":
+def operator_lines(
+    words: EngineWords, op: OperatorFingerprint, state: str | None
+) -> tuple[str, ...]:
+    """What an operator's box says: name, ID and parallelism, a uid where the engine shows
+    one, its state."""
+    lines = [
+        short(op.name),
+        f"{op.operator_id[:8]} \u00b7 {words.parallelism_text(op.parallelism)}",
+    ]
+    if words.shows_uids:
         if op.uid is not None:
             lines.append(short(f"uid {printable(op.uid)}", NAME_LIMIT))
         if op.user_operator_id is not None:
@@ -193,15 +199,17 @@ def operator_lines(engine: str, op: OperatorFingerprint, state: str | None) -> t
     return tuple(lines)
 
 
-def operator_title(engine: str, op: OperatorFingerprint, fp: Fingerprint, state: str | None) -> str:
+def operator_title(
+    words: EngineWords, op: OperatorFingerprint, fp: Fingerprint, state: str | None
+) -> str:
     """An operator's tooltip: all its box says, whole, and what its state means."""
     parts = [printable(op.name), f"operator ID {op.operator_id}", f"node {op.node}"]
-    if engine != "spark":
+    if words.shows_uids:
         if op.uid is not None:
             parts.append(f"uid {printable(op.uid)}")
         if op.user_operator_id is not None:
             parts.append(f"user-defined ID {op.user_operator_id}")
-    parts.append(_parallelism(engine, op.parallelism))
+    parts.append(words.parallelism_text(op.parallelism))
     if state is not None:
         parts.append(state)
         for s in fp.state_operators or ():
@@ -240,21 +248,11 @@ def scene_edges(
     return hidden, [note]
 
 
-def _topology_legend(engine: str, fp: Fingerprint) -> list[tuple[str, str]]:
-    if engine == "spark":
-        items = [
-            ("chain", "box: a stage (operators pipelined in one task; an exchange ends it)"),
-            ("plain", "operator: name, operator ID (first 8 hex digits), partitions"),
-            ("edge", "arrow label: the exchange between stages"),
-        ]
-        if fp.state_operators:
-            items.append(("stateful", "state/<n>: the checkpoint directory of its state"))
-        return items
-    items = [
-        ("chain", "box: a job vertex (operators chained into one task)"),
-        ("plain", "operator: name, OperatorID (first 8 hex digits), parallelism, uid"),
-        ("edge", "arrow label: the partitioner"),
-    ]
-    if any(op.stateful for op in fp.operators):
-        items.append(("stateful", "stateful operator"))
-    return items
+def _topology_legend(rules: EngineRules[Any], fp: Fingerprint) -> list[tuple[str, str]]:
+    """The engine's legend, with its stateful item where ``fp`` has state: numbered state
+    where the engine finds state by position, stateful operators where it finds it by ID."""
+    words = rules.words
+    stateful = (
+        any(op.stateful for op in fp.operators) if rules.ids_find_state else fp.state_operators
+    )
+    return [*words.topology_legend, *((words.stateful_legend,) if stateful else ())]

@@ -14,7 +14,6 @@ from pytest_opid.render.scene import (
     SceneGroup,
     SceneNode,
     chain_groups,
-    chain_word,
     operator_lines,
     operator_title,
     scene_edges,
@@ -34,24 +33,26 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     c = comparison
     new, old = c.new, c.old
     engine = c.engine
-    chain = chain_word(engine)
+    rules = c.rules
+    words = rules.words
     check = Check.default_for(new) if check is None else Check.parse(check)
     states = state_lines(new)
-    groups, group_of = chain_groups(new.job_vertices, chain)
+    groups, group_of = chain_groups(new.job_vertices, words)
     _mark_chain_changes(c, groups, group_of)
     _mark_stage_changes(c, groups, group_of)
     index_new = {id(op): i for i, op in enumerate(new.operators)}
-    spark = engine == "spark"
     status, counterpart, quiet = _operator_marks(c, index_new)
     removed, ghost_line = _removed(c, status, counterpart, index_new)
-    # Spark: what happens to each state/<n> decides the stateful operators' fate.
-    extra_line = _mark_state_changes(c, status, counterpart, ghost_line) if spark else {}
+    # State found by position (Spark's state/<n>): what happens to each numbered state
+    # decides the stateful operators' fate.
+    by_position = not rules.ids_find_state
+    extra_line = _mark_state_changes(c, status, counterpart, ghost_line) if by_position else {}
     nodes = []
     meanings = operator_meanings(new, old if c.mode == "streaming" else None)
     for op in new.operators:
         state, line, tip = status.get(id(op), ("unchanged", "", ""))
-        lines = operator_lines(engine, op, states.get(op.operator_id))
-        title = operator_title(engine, op, new, states.get(op.operator_id))
+        lines = operator_lines(words, op, states.get(op.operator_id))
+        title = operator_title(words, op, new, states.get(op.operator_id))
         if line and state in _ALARMS:
             lines = (lines[0], line, *lines[1:])  # what breaks leads, under the name
         elif line:
@@ -73,11 +74,7 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     index = {op.node: i for i, op in enumerate(new.operators)}
     edges, notes = scene_edges(new, index, nodes)
     if quiet:
-        why = (
-            "harmless, Spark finds state by state/<n>, not by ID"
-            if spark
-            else "stateless, nothing to restore"
-        )
+        why = f"harmless, {words.state_rule}" if by_position else "stateless, nothing to restore"
         notes.insert(0, f"{plural(quiet, 'operator')} with a new ID drawn as unchanged: {why}")
     # Ghosts: removed operators, wired by the old job's edges to what they became.
     old_states = state_lines(old)
@@ -91,11 +88,11 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
     for o in removed:
         ghost_of[id(o)] = len(nodes)
         line, tip = ghost_line[id(o)]
-        lines = (*operator_lines(engine, o, old_states.get(o.operator_id))[:2], line)
+        lines = (*operator_lines(words, o, old_states.get(o.operator_id))[:2], line)
         nodes.append(
             SceneNode(
                 lines=lines,
-                title=f"{operator_title(engine, o, old, old_states.get(o.operator_id))}\n{tip}",
+                title=f"{operator_title(words, o, old, old_states.get(o.operator_id))}\n{tip}",
                 status="removed",
                 stateful=o.operator_id in old_states or o.stateful is True,
                 group=ghost_group,
@@ -126,9 +123,9 @@ def diff_scene(comparison: Comparison, check: Check | str | None = None) -> Scen
         groups=groups,
         edges=edges,
         notes=notes,
-        legend=_diff_legend(engine, c.mode),
+        legend=list(words.batch_diff_legend if c.mode == "batch" else words.diff_legend),
         explanation=verdict,
-        chain_word=chain,
+        chain_word=words.chain,
         diff=True,
     )
 
@@ -142,7 +139,8 @@ def _operator_marks(
     and how many new IDs are drawn quiet."""
     status: dict[int, tuple[str, str, str]] = {}  # id(new op) -> (status, line, tooltip)
     counterpart: dict[int, int] = {}  # id(old op) -> index of the new operator drawn for it
-    spark = c.engine == "spark"
+    words = c.rules.words
+    by_position = not c.rules.ids_find_state
     for o, n in c.kept:
         counterpart[id(o)] = index_new[id(n)]
         if o.name != n.name:
@@ -154,13 +152,13 @@ def _operator_marks(
     for o, n in c.changed:
         counterpart[id(o)] = index_new[id(n)]
         was = f" (was {printable(o.name)})" if o.name != n.name else ""
-        if spark:
+        if by_position:
             quiet += 1
             status[id(n)] = (
                 "unchanged",
                 "",
                 f"operator ID {o.operator_id} -> {n.operator_id}{was}: harmless on its own, "
-                "Spark finds state by state/<n>, not by ID",
+                f"{words.state_rule}",
             )
         elif o.stateful is False:
             quiet += 1
@@ -173,17 +171,18 @@ def _operator_marks(
             status[id(n)] = (
                 "lost",
                 f"STATE LOST: ID was {o.state_id[:8]}",
-                f"the savepoint's state of {printable(o.name)} under its old ID {o.state_id} "
+                f"the {words.saved_state}'s state of {printable(o.name)} under its old ID "
+                f"{o.state_id} "
                 f"finds no operator (the ID is now {n.state_id})",
             )
-    if not spark:
+    if not by_position:
         for o, n, a in c.misplaced:
             counterpart[id(o)] = index_new[id(a)]
             status[id(n)] = (
                 "misplaced",
                 short(f"WRONG STATE: gets {printable(o.name)}'s"),
                 f"restores the state of the old {printable(o.name)} ({o.state_id}): this "
-                "operator took over its ID, and Flink maps state by ID, not by name",
+                f"operator took over its ID, and {words.state_rule}",
             )
             status[id(a)] = (
                 "lost",
@@ -193,7 +192,7 @@ def _operator_marks(
             )
     for n in c.added:
         if id(n) not in status:
-            status[id(n)] = ("new", "NEW: empty state" if not spark else "NEW", "new operator")
+            status[id(n)] = ("new", words.new_operator, "new operator")
     return status, counterpart, quiet
 
 
@@ -206,10 +205,11 @@ def _removed(
     """The old operators drawn as ghosts, and each one's line and tooltip by ``id()``. In
     Flink an operator that took over another's ID lost its own, so its old self is no ghost:
     its tooltip says what became of its old state instead."""
-    spark = c.engine == "spark"
+    by_position = not c.rules.ids_find_state
+    saved_state = c.rules.words.saved_state
     orphan_changed = {id(o) for o, _ in c.changed}
     removed = [o for o in c.orphaned if id(o) not in orphan_changed]
-    if not spark and c.misplaced:
+    if not by_position and c.misplaced:
         # An operator that took over another's ID lost its own: its old self is no ghost.
         receivers: dict[str, list[OperatorFingerprint]] = {}
         for _, n, _ in c.misplaced:
@@ -231,14 +231,14 @@ def _removed(
         removed = ghosts
     ghost_line: dict[int, tuple[str, str]] = {}
     for o in removed:
-        if spark:
+        if by_position:
             ghost_line[id(o)] = ("REMOVED", "removed operator")
         elif o.stateful is False:
             ghost_line[id(o)] = ("REMOVED (stateless)", "removed; it kept no state")
         else:
             ghost_line[id(o)] = (
                 "REMOVED: state lost",
-                f"removed: its state in the savepoint ({o.state_id}) finds no operator",
+                f"removed: its state in the {saved_state} ({o.state_id}) finds no operator",
             )
     return removed, ghost_line
 
@@ -374,41 +374,3 @@ def _mark_state_findings(
                 short(f"{head}: state/{item.state_id} {words}"),
                 printable(first if len(first) <= 400 else first[:399] + "\u2026"),
             )
-
-
-def _diff_legend(engine: str, mode: str) -> list[tuple[str, str]]:
-    if engine == "spark":
-        if mode == "batch":
-            return [
-                ("new", "new operator"),
-                ("removed", "removed operator (dashed)"),
-                ("unchanged", "unchanged, or only its ID changed (a batch job keeps no state)"),
-                ("chain", "box: a stage; marked added or changed where that changed"),
-            ]
-        return [
-            (
-                "lost",
-                "state lost: no operator reads its state/<n> any more, or Spark refuses it "
-                "(its key or value schema changed)",
-            ),
-            (
-                "misplaced",
-                "wrong state: reads a state/<n> another operator wrote, or one written under "
-                "another definition",
-            ),
-            ("new", "new operator (a new state/<n> starts empty)"),
-            ("removed", "removed operator (dashed)"),
-            (
-                "unchanged",
-                "unchanged, or only its operator ID changed: harmless, state is found by state/<n>",
-            ),
-            ("chain", "box: a stage; marked split or merged where that changed"),
-        ]
-    return [
-        ("lost", "state lost: the savepoint's state under its old ID finds no operator"),
-        ("misplaced", "wrong state: restores the state of another operator"),
-        ("new", "new: starts with empty state"),
-        ("removed", "removed (dashed): its state finds no operator"),
-        ("unchanged", "unchanged: restores its own state (or stateless, only its ID changed)"),
-        ("chain", "box: a job vertex; marked split or merged where that changed"),
-    ]

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+from pytest_opid.render.scene import drawing_rules
 from pytest_opid.result import Fingerprint
 from pytest_opid.text import plural, printable
 
 __all__ = ["render_table"]
-
-#: What an engine calls a chain (one, many) and an operator's ID; Flink's words otherwise. A
-#: Spark job's chains are its stages, and its operator IDs are pytest-opid's, not Spark's.
-_WORDS = {"spark": ("stage", "stages", "operator ID")}
-_FLINK_WORDS = ("job vertex", "job vertices", "OperatorID")
 
 
 def render_table(fingerprint: Fingerprint) -> str:
     """Job vertices (a Spark job's stages) in the engine's order, each with its operators (ID,
     user-defined ID, uid, parallelism, name), then the job's settings and plan tree where the
     fingerprint has them. Operators are listed in node order within their vertex."""
-    one, many, ident = _WORDS.get(fingerprint.engine, _FLINK_WORDS)
+    # What the engine calls a chain (one, many) and an operator's ID (a Spark job's chains are
+    # its stages, its operator IDs pytest-opid's, not Spark's).
+    words = drawing_rules(fingerprint.engine, fingerprint).words
+    one, many, ident = words.chain, words.chains, words.operator_id
     members: dict[str | None, list] = {}
     for op in fingerprint.operators:
         members.setdefault(op.job_vertex, []).append(op)

@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pytest_opid.comparison import Comparison, StateOperatorChange
 from pytest_opid.engine_rules import Check
@@ -24,7 +23,7 @@ from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateO
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
 from pytest_opid.spark.restart.verdict import check_fingerprint
 from pytest_opid.spark.source_entries import short_source
-from pytest_opid.spark.words import KIND_WORDS, RECORD_AFTER, other_version
+from pytest_opid.spark.words import KIND_WORDS, PICTURE_WORDS, RECORD_AFTER, other_version
 from pytest_opid.text import plural, quote
 
 #: Rows listed per section of an explanation; ``opid diff --json`` has them all.
@@ -39,20 +38,13 @@ _OPERATOR_ID = re.compile(r'"operatorId", [0-9]+\)')
 
 
 class SparkRules:
-    """Spark's restart rules for :mod:`pytest_opid.io.registry`."""
+    """Spark's rules: what a change between two fingerprints means (:mod:`pytest_opid.engines`)."""
 
     name = "spark"
     #: Spark finds state by position (state/<n>), not by operator ID: snapshots write the IDs
     #: once (format 6), so that a filter added upstream changes one line, not every operator's.
     ids_find_state = False
-
-    def __init__(
-        self, plan_restarted: Callable[[Fingerprint, Any], Fingerprint] | None = None
-    ) -> None:
-        #: plans a live program as Spark plans it restarting on the state of the query a
-        #: fingerprint describes (``check_restore`` with a previous fingerprint); given by the
-        #: package's face, which can fingerprint
-        self.plan_restarted = plan_restarted
+    words = PICTURE_WORDS
 
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is not None  # before the tag, only Spark numbered state

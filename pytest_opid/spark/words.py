@@ -5,6 +5,7 @@ place, so that every verdict offers the same fix in the same words."""
 
 from __future__ import annotations
 
+from pytest_opid.engine_rules import EngineWords
 from pytest_opid.spark.restart.findings import StatefulOperator
 from pytest_opid.spark.versions import WIDENING, engine_line, feature_line
 from pytest_opid.spark.vocabulary import GROUPING_KEY, KIND_BY_NAME
@@ -141,3 +142,54 @@ def other_version(made_with: str, checked_with: str) -> str:
         f"position, state schemas, state meaning, sources, stages{nullability}); they stay the "
         f"record of Spark {made}: --snapshot-update would replace them with Spark {checked}'s"
     )
+
+
+#: What the pictures and the ``opid fingerprint`` table call things in a Spark job: its chains
+#: are stages (an exchange ends one), its operator IDs are pytest-opid's (Spark has none), its
+#: parallelism is a stage's partitions, and a stateful operator's state is found by its
+#: ``state/<n>`` in the checkpoint (``StateStoreRDD`` opens ``state/<operatorId>``), never by
+#: an ID: a new ID alone is harmless, so a diff draws it quiet.
+PICTURE_WORDS = EngineWords(
+    chain="stage",
+    chains="stages",
+    operator_id="operator ID",
+    parallelism="{} partitions",
+    parallelism_unset="partitions: at run time",
+    chain_parallelism="{} partitions",
+    chain_parallelism_unset="",
+    shows_uids=False,
+    state_rule="Spark finds state by state/<n>, not by ID",
+    saved_state="checkpoint",
+    new_operator="NEW",
+    topology_legend=(
+        ("chain", "box: a stage (operators pipelined in one task; an exchange ends it)"),
+        ("plain", "operator: name, operator ID (first 8 hex digits), partitions"),
+        ("edge", "arrow label: the exchange between stages"),
+    ),
+    stateful_legend=("stateful", "state/<n>: the checkpoint directory of its state"),
+    diff_legend=(
+        (
+            "lost",
+            "state lost: no operator reads its state/<n> any more, or Spark refuses it "
+            "(its key or value schema changed)",
+        ),
+        (
+            "misplaced",
+            "wrong state: reads a state/<n> another operator wrote, or one written under "
+            "another definition",
+        ),
+        ("new", "new operator (a new state/<n> starts empty)"),
+        ("removed", "removed operator (dashed)"),
+        (
+            "unchanged",
+            "unchanged, or only its operator ID changed: harmless, state is found by state/<n>",
+        ),
+        ("chain", "box: a stage; marked split or merged where that changed"),
+    ),
+    batch_diff_legend=(
+        ("new", "new operator"),
+        ("removed", "removed operator (dashed)"),
+        ("unchanged", "unchanged, or only its ID changed (a batch job keeps no state)"),
+        ("chain", "box: a stage; marked added or changed where that changed"),
+    ),
+)

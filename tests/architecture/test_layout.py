@@ -25,6 +25,8 @@ LAYERS = (
             "io",
             "result",
             "engine_rules",
+            "engines",
+            "inputs",
             "comparison",
             "restore",
         ),
@@ -319,4 +321,114 @@ def test_no_module_imports_a_private_name_of_another():
                     for a in node.names
                     if a.name.startswith("_") and a.name != "__version__"
                 ]
+    assert offenders == []
+
+
+#: Layers above the engines that draw, test and command every engine alike: they ask an
+#: engine's rules (``pytest_opid.engines.engine_rules``: its words, ``ids_find_state``)
+#: instead of testing its name.
+ENGINE_BLIND = ("render", "plugin", "cli")
+
+
+def engine_name_tests(tree: ast.AST, engines: tuple[str, ...]) -> list[str]:
+    """Where ``tree`` tests a string against an engine's name: ``engine == "spark"``,
+    ``x in ("", "flink")``, a ``case "spark":`` or a dict keyed by an engine's name (a lookup
+    table is a branch too). Each as ``line: code``."""
+    found: list[tuple[int, str]] = []
+
+    def named(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in engines
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(named(e) for e in node.elts)
+        return False
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            hit = any(named(n) for n in (node.left, *node.comparators))
+        elif isinstance(node, ast.MatchValue):
+            hit = named(node.value)
+        elif isinstance(node, ast.Dict):
+            hit = any(k is not None and named(k) for k in node.keys)
+        else:
+            continue
+        if hit:
+            found.append((node.lineno, f"{node.lineno}: {ast.unparse(node)[:80]}"))
+    return [text for _, text in sorted(found)]
+
+
+def test_render_plugin_and_cli_never_test_an_engine_name():
+    """render/, plugin/ and cli/ serve every engine through its rules object (issue 38): a new
+    engine brings its words and choices, and nothing above the engines changes for it."""
+    from pytest_opid.engines import engine_rules
+
+    engines = LAYERS[1][1]
+    assert [engine_rules(e).name for e in engines] == list(engines)
+    offenders = [
+        f"{name}:{where}"
+        for name, path in MODULES.items()
+        if _top(name) in ENGINE_BLIND
+        for where in engine_name_tests(ast.parse(path.read_text(encoding="utf-8")), engines)
+    ]
+    assert offenders == []
+
+
+def test_the_engine_name_test_finds_each_form():
+    """The check above would see a branch on an engine's name in each form it takes."""
+    code = (
+        'a = engine == "spark"\nb = "flink" != e\nc = e not in ("", "flink")\n'
+        'd = {"spark": 1}.get(e)\nmatch e:\n    case "spark":\n        pass\n'
+        'ok = e == "sparkle" or f(e, "spark")\n'
+    )
+    found = engine_name_tests(ast.parse(code), ("flink", "spark"))
+    assert [f.split(":")[0] for f in found] == ["1", "2", "3", "4", "6"]
+
+
+def _syrupy_private_names() -> set[str]:
+    """Every ``_name`` (not a dunder) syrupy's installed sources define or set."""
+    import syrupy
+
+    names: set[str] = set()
+    for path in Path(syrupy.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = None
+            if isinstance(node, ast.Attribute):
+                name = node.attr
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                name = node.name
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                name = node.id
+            if name and name.startswith("_") and not name.startswith("__"):
+                names.add(name)
+    return names
+
+
+def test_syrupy_internals_are_touched_in_one_module():
+    """syrupy's state beyond its extension API is read and set in plugin/syrupy_compat.py only
+    (issue 38): elsewhere, syrupy is imported only for the extension's base class, and no
+    syrupy private name is read from an object other than our own (``self``, ``cls``) or
+    spelt as a string (``getattr(config, "_syrupy")``)."""
+    private = _syrupy_private_names()
+    assert {"_syrupy", "_selected_items"} <= private  # the scan sees what syrupy defines
+    offenders = []
+    for name, path in MODULES.items():
+        if _top(name) != "plugin" or name == "pytest_opid.plugin.syrupy_compat":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("syrupy"):
+                base = node.module == "syrupy.extensions.single_file" and [
+                    a.name for a in node.names
+                ] == ["SingleFileSnapshotExtension"]
+                if not base:
+                    offenders.append(f"{name}:{node.lineno} imports {node.module}")
+            elif isinstance(node, ast.Import) and any(
+                a.name.startswith("syrupy") for a in node.names
+            ):
+                offenders.append(f"{name}:{node.lineno} imports syrupy")
+            elif isinstance(node, ast.Attribute) and node.attr in private:
+                owner = node.value
+                if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                    offenders.append(f"{name}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in private:
+                offenders.append(f"{name}:{node.lineno} spells {node.value!r}")
     assert offenders == []

@@ -13,7 +13,7 @@ JOB = Path(__file__).resolve().parents[2] / "examples" / "topologies" / "fraud_d
 
 
 def test_a_directory_no_engine_restores_from_is_named(tmp_path: Path) -> None:
-    with pytest.raises(DocumentError, match="a directory, but neither a savepoint/checkpoint"):
+    with pytest.raises(DocumentError, match="a directory, but neither a Flink savepoint"):
         pytest_opid.check_restore(tmp_path, str(JOB))
 
 

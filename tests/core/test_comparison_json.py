@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_opid.comparison import compare
+from pytest_opid.engines import engine_rules
 from pytest_opid.flink.rules import FlinkRules
-from pytest_opid.io.registry import engine_rules
 from pytest_opid.result import Fingerprint, JobVertex, OperatorFingerprint, StateOperator
 from tests.plugin.test_diff import fp, job
 

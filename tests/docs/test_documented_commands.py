@@ -27,7 +27,7 @@ ELSEWHERE = {
     "python -m venv .venv && . .venv/bin/activate": "tox -e wheel (tools/wheel_check.py)",
     'pip install -e ".[pytest,spark]" && pytest examples': "tox -e wheel (tools/wheel_check.py)",
     "pip install tox && tox": ".ci/run",
-    "opid check-restore CHECKPOINT new_job.py --spark-version 3.5": (
+    "opid check-restore CHECKPOINT --spark new_job:build --spark-version 3.5": (
         "not run: a placeholder (the line's verdicts: "
         "tests/spark/restart/test_restart_data_spark35.py)"
     ),
@@ -35,7 +35,7 @@ ELSEWHERE = {
         "not run: a placeholder (A's fingerprints made on 3.5: "
         "tests/data/upgrade-restart/previous_fingerprints.py)"
     ),
-    "opid check-restore CHECKPOINT new_job.py --previous-fingerprint orders-3.5.json "
+    "opid check-restore CHECKPOINT --spark new_job:build --previous-fingerprint orders-3.5.json "
     "--spark-version 4.3": (
         "not run: a placeholder (the upgrade pairs from A's fingerprint: "
         "tests/spark/restart/test_upgrade_restarts.py)"

@@ -19,12 +19,12 @@ import pytest
 
 import pytest_opid
 from pytest_opid import fingerprint
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError
 from pytest_opid.flink.builder import StreamEnvironment
 from pytest_opid.flink.restore import check_fingerprint, check_savepoint, pin_lines
 from pytest_opid.flink.restore_states import default_max_parallelism
 from pytest_opid.flink.savepoint import OperatorState, Savepoint
-from pytest_opid.io.registry import engine_rules
 from pytest_opid.restore import check_restore
 from pytest_opid.result import Fingerprint, OperatorFingerprint, RestoreCheck
 
@@ -548,7 +548,7 @@ def test_check_restore_recognises_savepoint_directories_and_files(
     assert check_restore(savepoints[1000] / "_metadata", case["after"]).restorable
     empty = tmp_path / "not-a-savepoint"
     empty.mkdir()
-    with pytest.raises(DocumentError, match="neither a savepoint"):
+    with pytest.raises(DocumentError, match="neither a Flink savepoint"):
         check_restore(empty, case["after"])
     assert pytest_opid.check_restore(savepoints[1000], case["after"]).restorable
 

@@ -121,22 +121,37 @@ def test_a_failing_test_never_writes_its_baseline(
     assert "Traceback" not in result.stdout.str()
 
 
-def test_the_marker_compares_once(pytester: pytest.Pytester, monkeypatch) -> None:
-    """One comparison of the baseline with the new fingerprint per recorded topology: it
-    decides, words the failure and gives the warnings (the snapshot is read back once)."""
-    from pytest_opid import comparison
-    from pytest_opid.plugin import extension
+DIRECT = """
+from pytest_opid.plugin.extension import TopologySnapshotExtension
 
-    calls = []
+def test_job(snapshot):
+    assert "{job}" == snapshot.use_extension(TopologySnapshotExtension)
+"""
+
+
+def _count_compares(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every comparison made from now on, wherever the plugin binds ``compare``."""
+    from pytest_opid import comparison
+    from pytest_opid.plugin import judge
+
+    calls: list[int] = []
     real = comparison.compare
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    snapshot = _project(pytester, RESTORED, "snapshot")
-    for module in (comparison, extension):  # wherever a copy of the name is bound
+    for module in (comparison, judge):  # wherever a copy of the name is bound
         monkeypatch.setattr(module, "compare", counting)
+    return calls
+
+
+def test_the_marker_compares_once(pytester: pytest.Pytester, monkeypatch) -> None:
+    """One comparison of the baseline with the new fingerprint per recorded topology: it
+    decides, words the failure and gives the warnings (the snapshot is read back once); none
+    under --snapshot-update, which writes any difference back."""
+    snapshot = _project(pytester, RESTORED, "snapshot")
+    calls = _count_compares(monkeypatch)
     pytester.makepyfile(test_job=ROUTES["snapshot"])  # a rename: passes, text differs
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
     assert len(calls) == 1
@@ -146,3 +161,26 @@ def test_the_marker_compares_once(pytester: pytest.Pytester, monkeypatch) -> Non
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(failed=1)
     assert len(calls) == 1
     assert snapshot.exists()
+    calls.clear()
+    before = snapshot.read_bytes()
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
+    result.assert_outcomes(passed=1)
+    assert calls == [] and snapshot.read_bytes() != before
+
+
+def test_the_extension_alone_compares_once(pytester: pytest.Pytester, monkeypatch) -> None:
+    """``assert x == snapshot.use_extension(TopologySnapshotExtension)`` without the marker:
+    syrupy asks ``matches`` and, when it fails, ``diff_lines``; both read one judgement (up to
+    0.2.0 each compared on its own). The explanation is the engine's: the state lost."""
+    case = _case(REFUSED)
+    (pytester.path / "job_a.json").write_text(json.dumps(case["before"]))
+    (pytester.path / "job_b.json").write_text(json.dumps(case["after"]))
+    pytester.makepyfile(test_job=DIRECT.format(job="job_a.json"))
+    made = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
+    made.assert_outcomes(passed=1)
+    calls = _count_compares(monkeypatch)
+    pytester.makepyfile(test_job=DIRECT.format(job="job_b.json"))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert len(calls) == 1
+    result.stdout.fnmatch_lines(["*Topology not stable*would lose their state*"])

@@ -331,7 +331,7 @@ def test_options_and_marker_are_registered(pytester: pytest.Pytester):
         [
             "@pytest.mark.stable_topology(check=None, name=None, previous=None, "
             "allow_non_restored_state=False, allow_reinterpreted_state=False, "
-            "spark_version=None): *"
+            "allow_unverified=False, spark_version=None): *"
         ]
     )
     markers = result.stdout.str()

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
-from pytest_opid.io.registry import engine_rules
+from pytest_opid.engines import engine_rules
 from pytest_opid.io.snapshot import HEADER, dumps, loads
 
 FORMAT1 = Path(__file__).resolve().parents[1] / "data" / "snapshots-format1"

@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 import pytest_opid
 from pytest_opid.cli import main
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import OpidError
-from pytest_opid.io.registry import engine_rules, read_data
+from pytest_opid.inputs import read_data
 from pytest_opid.io.snapshot import dumps
 
 DATA = Path(__file__).resolve().parents[1] / "data"

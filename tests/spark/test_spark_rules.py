@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 import pytest_opid
-from pytest_opid.io.registry import engine_rules
+from pytest_opid.engines import engine_rules
 from pytest_opid.io.snapshot import dumps, loads
 from tests.spark.spark_checks import orders_pipeline
 

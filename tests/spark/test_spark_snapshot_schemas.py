@@ -8,7 +8,7 @@ import difflib
 from pyspark.sql import functions as F
 
 import pytest_opid
-from pytest_opid.io.registry import engine_rules
+from pytest_opid.engines import engine_rules
 from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.spark.versions import WIDENING, feature_line, installed_line
 from tests.spark.spark_checks import EVENTS_SCHEMA

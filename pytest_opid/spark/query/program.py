@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.registry import fingerprint
+from pytest_opid.inputs import fingerprint
 from pytest_opid.result import Fingerprint
 
 #: The session's settings unless ``--conf`` says otherwise: a small local session, adaptive
@@ -85,6 +85,20 @@ def fingerprint_function(
 ) -> Fingerprint:
     """Call ``target`` (``module:function``) as ``function(spark, *args)`` in a local session
     with ``conf`` and fingerprint what it returns."""
+    with called_function(target, args, conf) as program:
+        try:
+            return fingerprint(program)
+        except TypeError as exc:  # not a DataFrame or query: what fingerprint() takes, in words
+            raise DocumentError(f"--spark {target}: the function's result: {exc}") from None
+
+
+@contextlib.contextmanager
+def called_function(
+    target: str, args: Sequence[str] = (), conf: dict[str, str] | None = None
+) -> Iterator[Any]:
+    """What ``target`` (``module:function``) returns, called as ``function(spark, *args)`` in
+    a local session with ``conf``, for the ``with`` block (a restart check plans it there with
+    the settings a checkpoint pins); the session is stopped, or its settings put back, after."""
     function = resolve_function(target)
     settings = {**BASE_CONF, **(conf or {})}
     spark, created = _session(settings)
@@ -102,10 +116,7 @@ def fingerprint_function(
                 f"--spark {target}: the function failed: {type(exc).__name__}: "
                 f"{_first_line(str(exc))}"
             ) from None
-        try:
-            return fingerprint(program)
-        except TypeError as exc:  # not a DataFrame or query: what fingerprint() takes, in words
-            raise DocumentError(f"--spark {target}: the function's result: {exc}") from None
+        yield program
     finally:
         with contextlib.suppress(Exception):
             if created:

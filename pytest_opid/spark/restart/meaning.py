@@ -263,10 +263,13 @@ def single_fact(families: Mapping[str, list[str]], fact: str) -> str | None:
 
 
 def _unknown(head: str, what: str) -> Change:
+    """A fact one side could not read: not compared, so the meaning is not verified (never a
+    mere warning beside a verdict that calls the restart verified)."""
     return Change(
         "state_meaning",
         False,
         f"{head}: its {what} could not be read on both sides, so it was not compared.",
+        verified=False,
     )
 
 

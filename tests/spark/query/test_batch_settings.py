@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest_opid
-from pytest_opid.io.registry import engine_rules
+from pytest_opid.engines import engine_rules
 from pytest_opid.io.snapshot import dumps, loads
 
 CONF = "spark.sql.shuffle.partitions"

@@ -21,7 +21,7 @@ import pytest
 import pytest_opid
 from pytest_opid.comparison import compare
 from pytest_opid.engine_rules import Check
-from pytest_opid.io.registry import engine_rules
+from pytest_opid.engines import engine_rules
 from pytest_opid.io.snapshot import dumps
 
 #: An expression id as Spark prints one, right after a name (``v#2L``, ``ts#12``); our own

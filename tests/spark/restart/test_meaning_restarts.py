@@ -230,13 +230,15 @@ def test_verdict_from_the_checkpoint(judged: Any, case_id: str) -> None:
     check = judged(case_id)[1]
     assert check.restorable is rec["spark"]["restarted"], _explain(check)
     if case_id in CHECKPOINT_CANNOT_SEE and not expected_safe(rec):
-        assert check.safe and not check.meaning_verified, _explain(check)
+        # restorable, meaning not verified: never "safe" without evidence
+        assert check.safe is None and not check.meaning_verified, _explain(check)
         assert all("--previous-fingerprint" in u.message for u in check.unverified)
         return
-    assert check.safe is expected_safe(rec), _explain(check)
+    # "safe" only where verified; where the checkpoint cannot tell, None (not verified)
+    assert check.safe is (expected_safe(rec) if check.meaning_verified else None), _explain(check)
     # never "safe" where the results go wrong: refused, reinterpreted or not verified
     if rec["spark"]["restarted"] and not expected_safe(rec):
-        assert not (check.safe and check.meaning_verified), _explain(check)
+        assert check.safe is not True, _explain(check)
 
 
 @pytest.mark.parametrize("case_id", sorted(RECORDS))
@@ -258,7 +260,8 @@ def test_an_unchanged_query_on_its_own_checkpoint(judged: Any, case_id: str) -> 
     show: an aggregate's input column, a window, a join's keys, a computed key. count(*) reads
     no column."""
     check = judged(case_id)[3]
-    assert check.restorable and check.safe and not check.reinterpreted, _explain(check)
+    assert check.restorable and check.safe is not False and not check.reinterpreted, _explain(check)
+    assert check.safe is (True if check.meaning_verified else None), _explain(check)
     assert not [w for w in check.warnings if w.kind != "state_config"], _explain(check)
     said = " ".join(u.message for u in check.unverified)
     assert "count(1)" not in said and "count(*)" not in said, said
@@ -461,12 +464,12 @@ def test_a_removed_last_aggregate_without_the_schema_check_restarts(judged: Any)
     equals B from scratch. Said once, as a warning; removing the first aggregate instead makes
     max read the stored sum."""
     for check in judged("removed_last_aggregate_schema_check_off")[:3]:
-        assert check.restorable and check.safe, _explain(check)
+        assert check.restorable and check.safe is not False, _explain(check)
         (warning,) = [w for w in check.warnings if w.kind == "value_schema"]
         assert "stateSchemaCheck=false" in warning.message
         assert "stores value rows of 2 fields and the new value has 1" in warning.message
     first = judged("removed_first_aggregate_schema_check_off")[0]
-    assert first.restorable and not first.safe
+    assert first.restorable and first.safe is False
     assert "a field reads another's old value" in first.reinterpreted[0].message
 
 
@@ -499,7 +502,7 @@ def test_a_changed_state_function_is_said_in_spark_words(judged: Any) -> None:
         assert "the function that updates state/0 changed (function sessions:" in head
         assert "Spark will feed it the old state" in head
         assert "pytest --snapshot-update" in fix and "new checkpoint location" in fix
-    assert alone.restorable and alone.safe and not alone.meaning_verified
+    assert alone.restorable and alone.safe is None and not alone.meaning_verified
     (unsaid,) = alone.unverified
     assert "the function that updates the state (now sessions" in unsaid.message
 
@@ -511,4 +514,4 @@ def test_a_renamed_state_function_is_the_same_function(judged: Any) -> None:
     for check in (from_a, both):
         assert check.safe and check.meaning_verified, _explain(check)
         assert not [w for w in check.warnings if "function" in w.message], _explain(check)
-    assert alone.safe and not alone.meaning_verified
+    assert alone.safe is None and not alone.meaning_verified

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 import pytest_opid
+from pytest_opid.engines import engine_rules
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.registry import engine_rules
 from pytest_opid.io.snapshot import dumps, loads
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
@@ -640,14 +640,15 @@ def test_state_meaning_from_the_checkpoint(pair: Callable[[str], Pair], case_id:
     assert check.restorable, _explain(check)
     if case_id in CHECKPOINT_CANNOT_SEE:
         # restorable, meaning not verified: what and how to check it, never plain "safe"
-        assert check.safe and not check.meaning_verified, _explain(check)
+        assert check.safe is None and not check.meaning_verified, _explain(check)
         assert all("--previous-fingerprint" in u.message for u in check.unverified)
         return
-    assert check.safe is not unsafe, _explain(check)
+    assert check.safe is ((not unsafe) if check.meaning_verified else None), _explain(check)
+    assert check.safe is not True or not unsafe
 
 
 def test_refused_restarts_are_neither_restorable_nor_safe(pair: Callable[[str], Pair]) -> None:
     for case_id, rec in CASES.items():
         if not rec["spark"]["restarted"] and case_id.startswith(("agg_", "global_", "window_")):
             check = pair(case_id).from_fingerprint
-            assert not check.restorable and not check.safe
+            assert not check.restorable and check.safe is False

@@ -1,0 +1,114 @@
+"""Spark's restore entrance: the one place a restart verdict is decided, whatever the route.
+
+Previous state is a Structured Streaming checkpoint directory (``metadata`` and ``offsets/``) or
+the fingerprint of the query that wrote one (a snapshot, a saved fingerprint). A live program is
+planned as Spark plans a restarted query: with the settings the checkpoint pins
+(``OffsetSeqMetadata.setSessionConf``), of which the state schema widening decides the new state
+schemas. A previous fingerprint given with a checkpoint is first checked to be the query that
+wrote it (:mod:`.restart.written_by`), then judges what the checkpoint does not keep (windows,
+key and aggregate expressions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from pytest_opid.errors import DocumentError
+from pytest_opid.inputs import fingerprint
+from pytest_opid.io.storage import Location
+from pytest_opid.restore import require_same_job
+from pytest_opid.result import Fingerprint, RestoreCheck
+from pytest_opid.spark.checkpoint.read import read_checkpoint
+from pytest_opid.spark.restart.verdict import check_checkpoint, check_fingerprint
+from pytest_opid.spark.restart.written_by import check_written_by
+from pytest_opid.spark.versions import (
+    WIDENING,
+    engine_line,
+    feature_line,
+    installed_line,
+    judging_line,
+)
+from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE
+
+__all__ = ["SparkRestore", "is_checkpoint"]
+
+
+def is_checkpoint(path: Path | Location) -> bool:
+    """A Structured Streaming checkpoint directory: its ``metadata`` file and offset log."""
+    return path.is_dir() and (path / "offsets").is_dir() and (path / "metadata").is_file()
+
+
+class SparkRestore:
+    """Spark's :class:`~pytest_opid.engines.RestoreEntrance`."""
+
+    state_kind = "a Spark streaming checkpoint (metadata and offsets/)"
+    #: a checkpoint keeps schemas and names, not the plan (windows, key expressions)
+    keeps_plan = False
+
+    def recognises(self, path: Path | Location) -> bool:
+        return is_checkpoint(path)
+
+    def check(
+        self, previous: Path | Location | Fingerprint, program: Any, options: Any
+    ) -> RestoreCheck:
+        """Spark has no ``--allowNonRestoredState``: that option is Flink's and ignored."""
+        if isinstance(previous, Fingerprint):
+            new = program if isinstance(program, Fingerprint) else plan_restarted(previous, program)
+            require_same_job(previous, new)
+            return check_fingerprint(previous, new)
+        checkpoint = read_checkpoint(previous)
+        written_by = options.previous_fingerprint
+        if written_by is not None:
+            check_written_by(checkpoint, written_by, "the previous fingerprint")
+        if isinstance(program, Fingerprint):
+            return check_checkpoint(checkpoint, program, previous=written_by)
+        planned: Fingerprint | None
+        # A Connect DataFrame's session too: its conf is the server-side session's, which the
+        # replay plans in (or copies, replaying a remote plan locally).
+        widened = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
+        planned = _fingerprint_widened(program, widened)
+        if planned is None:
+            return check_checkpoint(checkpoint, fingerprint(program), previous=written_by)
+        return check_checkpoint(checkpoint, planned, planned=True, previous=written_by)
+
+
+def plan_restarted(old: Fingerprint, program: Any) -> Fingerprint:
+    """``program`` planned as Spark plans it restarting on the checkpoint of the query ``old``
+    describes: a query started before Spark 4.3 pinned no state schema widening, and 4.3
+    then plans the restarted query without it (as from a checkpoint's own settings). Where
+    ``old`` names no version, as the program plans now."""
+    if old.engine not in ("", "spark"):
+        raise DocumentError(
+            f"the previous state is a {old.engine} job's, the program a Spark query: they are "
+            "different jobs"
+        )
+    made_on = engine_line(old.engine_version)
+    if made_on is not None and min(made_on, judging_line()) < feature_line(WIDENING):
+        planned = _fingerprint_widened(program, "false")
+        if planned is not None:
+            # said in the fingerprint: its schemas' nullability is then the restart's own
+            pinned = (ALWAYS_NULLABLE, "false")
+            if pinned in planned.settings:
+                return planned
+            return dataclasses.replace(planned, settings=(*planned.settings, pinned))
+    return fingerprint(program)
+
+
+def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
+    """``program``'s fingerprint planned with the state schema widening set to ``widened``
+    (``"true"``/``"false"``), its session's setting restored after; ``None`` where the
+    installed Spark has no such setting or the program no session."""
+    session = getattr(program, "sparkSession", None)
+    if session is None or installed_line() < feature_line(WIDENING):
+        return None
+    before = session.conf.get(ALWAYS_NULLABLE, None)
+    session.conf.set(ALWAYS_NULLABLE, widened)
+    try:
+        return fingerprint(program)
+    finally:
+        if before is None:
+            session.conf.unset(ALWAYS_NULLABLE)
+        else:
+            session.conf.set(ALWAYS_NULLABLE, before)
