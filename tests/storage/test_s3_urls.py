@@ -127,6 +127,11 @@ def test_flink_savepoints_and_verdicts_from_the_store_as_locally(env, capsys, tm
         assert verdicts[0][0] == verdicts[1][0]
         assert _without(verdicts[1][1], url) == _without(verdicts[0][1], str(local))
         assert check_restore(url, after) == check_restore(local, after)
+    # a saved input kept in the store (what --previous-fingerprint and fingerprint read)
+    env["s3"].put_object(Bucket="ckpts", Key="after.json", Body=program.read_bytes())
+    here = _run(capsys, "fingerprint", str(program), "--json")
+    there = _run(capsys, "fingerprint", "s3://ckpts/after.json", "--json")
+    assert here == there and here[0] == 0
 
 
 def test_requests_and_bytes_are_counted_and_shown(env, capsys) -> None:
