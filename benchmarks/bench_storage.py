@@ -145,10 +145,11 @@ def main_bench(corpus: bool) -> None:
         )
 
 
-if __name__ == "__main__":
-    main_bench(corpus="--batches" not in sys.argv)
-
-
 def _cases(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
+
+
+if __name__ == "__main__":
+    main_bench(corpus="--batches" not in sys.argv)
+
