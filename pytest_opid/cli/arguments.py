@@ -147,7 +147,12 @@ def parser(version: str) -> argparse.ArgumentParser:
         "be verified (a Spark checkpoint keeps no window or key expression: add "
         "--previous-fingerprint).",
     )
-    restore.add_argument("previous", metavar="PREVIOUS", help="the previous state (a path)")
+    restore.add_argument(
+        "previous",
+        metavar="PREVIOUS",
+        help="the previous state: a path, or a URL (s3://, s3a://, gs://, abfss://, hdfs://, "
+        "file://, dbfs:/) where it lives",
+    )
     restore.add_argument(
         "program", metavar="PROGRAM", nargs="?", help="the new program (a file, or -)"
     )
@@ -179,6 +184,7 @@ def parser(version: str) -> argparse.ArgumentParser:
         "the installed PySpark's); on a checkpoint written by an older Spark, the upgrade check",
     )
     restore.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _verbose(restore)
 
     record = commands.add_parser(
         "record-deploy",
@@ -217,6 +223,7 @@ def parser(version: str) -> argparse.ArgumentParser:
     )
     savepoint.add_argument("path", metavar="PATH")
     savepoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _verbose(savepoint)
 
     checkpoint = commands.add_parser(
         "checkpoint",
@@ -245,7 +252,17 @@ def parser(version: str) -> argparse.ArgumentParser:
     )
     checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_demonstrate(commands)
+    _verbose(checkpoint)
     return parser
+
+
+def _verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="say on stderr how many requests and bytes were read from a store (a URL)",
+    )
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:

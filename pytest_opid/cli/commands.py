@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import BinaryIO
 
 from pytest_opid.cli.arguments import UsageError
@@ -26,6 +25,7 @@ from pytest_opid.flink import (
     render_savepoint,
 )
 from pytest_opid.inputs import load_input
+from pytest_opid.io.storage import path_or_location
 from pytest_opid.render.explain import render
 from pytest_opid.render.picture import picture
 from pytest_opid.render.restore import render_restore
@@ -264,7 +264,7 @@ def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str])
 
 def pin_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid pin``: the setUidHash lines that freeze a Flink job's state IDs."""
-    path = Path(args.previous)
+    path = path_or_location(args.previous)
     previous: Savepoint | Fingerprint
     if path.exists() and is_savepoint(path):
         previous = read_savepoint(path)

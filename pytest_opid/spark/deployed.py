@@ -26,6 +26,8 @@ from pathlib import Path
 
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.inputs import fingerprint
+from pytest_opid.io.json import input_limit
+from pytest_opid.io.storage import Location
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem
 from pytest_opid.spark.checkpoint.files import RECORD_NAME
 from pytest_opid.spark.checkpoint.model import Checkpoint
@@ -46,7 +48,7 @@ class Recorded:
     """The record found in a checkpoint: the fingerprint where it matches the checkpoint, else
     ``None`` and why it was set aside (``note``)."""
 
-    path: Path
+    path: Path | Location
     fingerprint: Fingerprint | None
     note: str | None = None
 
@@ -80,7 +82,7 @@ def write_record(checkpoint: str | os.PathLike[str], fp: Fingerprint) -> Path:
     return target
 
 
-def read_record(checkpoint_dir: Path, checkpoint: Checkpoint) -> Recorded | None:
+def read_record(checkpoint_dir: Path | Location, checkpoint: Checkpoint) -> Recorded | None:
     """The checkpoint's record, ``None`` where it has none. A record that cannot be read or
     is not the fingerprint of the query that wrote the checkpoint (:func:`.restart.written_by.
     check_written_by`) comes back without a fingerprint, with the reason."""
@@ -88,7 +90,8 @@ def read_record(checkpoint_dir: Path, checkpoint: Checkpoint) -> Recorded | None
     if not path.is_file():
         return None
     try:
-        fp = fingerprint(path)
+        # in a store, the record's text (read within the input limit) is what is fingerprinted
+        fp = fingerprint(path if isinstance(path, Path) else _text(path))
         check_written_by(checkpoint, fp, f"{RECORD_NAME} in the checkpoint")
     except (OpidError, ValueError, TypeError) as exc:
         return Recorded(
@@ -98,6 +101,13 @@ def read_record(checkpoint_dir: Path, checkpoint: Checkpoint) -> Recorded | None
             "(opid record-deploy).",
         )
     return Recorded(path, fp)
+
+
+def _text(where: Location) -> str:
+    try:
+        return where.read_bytes(input_limit()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise DocumentError(f"{where}: not UTF-8 text") from None
 
 
 def with_record(record: Recorded | None, check: RestoreCheck) -> RestoreCheck:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.inputs import fingerprint
+from pytest_opid.io.storage import Location
 from pytest_opid.restore import require_same_job
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
@@ -37,7 +38,7 @@ from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE
 __all__ = ["SparkRestore", "is_checkpoint", "record_deploy"]
 
 
-def is_checkpoint(path: Path) -> bool:
+def is_checkpoint(path: Path | Location) -> bool:
     """A Structured Streaming checkpoint directory: its offset log (and ``metadata`` file,
     whose absence beside an offset log Spark refuses: the restart check says so)."""
     return path.is_dir() and (path / "offsets").is_dir()
@@ -50,10 +51,12 @@ class SparkRestore:
     #: a checkpoint keeps schemas and names, not the plan (windows, key expressions)
     keeps_plan = False
 
-    def recognises(self, path: Path) -> bool:
+    def recognises(self, path: Path | Location) -> bool:
         return is_checkpoint(path)
 
-    def check(self, previous: Path | Fingerprint, program: Any, options: Any) -> RestoreCheck:
+    def check(
+        self, previous: Path | Location | Fingerprint, program: Any, options: Any
+    ) -> RestoreCheck:
         """Spark has no ``--allowNonRestoredState``: that option is Flink's and ignored."""
         if isinstance(previous, Fingerprint):
             new = program if isinstance(program, Fingerprint) else plan_restarted(previous, program)
@@ -74,11 +77,12 @@ class SparkRestore:
         # replay plans in (or copies, replaying a remote plan locally).
         widened = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
         planned = _fingerprint_widened(program, widened)
-        # Without the old query's plan, the state's own rows show its windows (Spark's reader).
+        # Without the old query's plan, the state's own rows show its windows (Spark's reader;
+        # a local checkpoint only: a store's would need Spark's own connector for it).
         session = getattr(program, "sparkSession", None)
         samples = (
             read_samples(session, previous, checkpoint)
-            if written_by is None and session is not None
+            if written_by is None and session is not None and isinstance(previous, Path)
             else None
         )
         if planned is None:

@@ -78,7 +78,10 @@ ELSEWHERE = {
     ),
 }
 #: Pages whose commands another test runs, as written.
-OWNED = {"pyspark-checkpoints.md": "tests/spark/test_readme_walkthrough.py"}
+OWNED = {
+    "pyspark-checkpoints.md": "tests/spark/test_readme_walkthrough.py",
+    "checkpoints-where-they-live.md": "tests/storage/test_documented_storage.py",
+}
 
 
 def _command(line: str) -> str:
