@@ -1,6 +1,7 @@
 """Never "safe" without evidence (issue 38): a window changed from tumbling to sliding restarts on
 Spark 4.3 (tests/data/spark-restart, window_agg__tumbling_to_sliding_window__100016) and reads
-the old windows' state under the new rule, which a checkpoint alone cannot show. Every route
+the old windows' state under the new rule, which a checkpoint's files alone cannot show; nor a
+grouping key computed by another expression under the same name (value % 5 -> value % 7). Every route
 says "not verified" (the API ``safe is None``, the CLI exit 3, the fixture and ``previous=``
 fail), until the query that wrote the checkpoint is given; a fingerprint of another query is
 refused rather than taken as that evidence."""
@@ -25,19 +26,29 @@ pytestmark = pytest.mark.spark_line(
 CASES = load_cases()
 FLINK_JOB = Path(__file__).resolve().parents[3] / "examples" / "topologies" / "fraud_detection.json"
 WINDOW = "window_agg__tumbling_to_sliding_window__100016"
+#: value % 5 -> value % 7 under the same name: no state row says which expression made a key
+KEY = "rate_agg__change_grouping_key_expression_same_type__100063"
 OTHER = "dedup_no_watermark__id_to_v__100023"
 
 
-@pytest.fixture(scope="module")
-def window(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("evidence")
-    rec = CASES[WINDOW]
+def _pair(spark: Any, root: Path, case_id: str) -> dict[str, Any]:
+    rec = CASES[case_id]
     folder = extract(rec, root)
     a = pytest_opid.fingerprint(build(spark, rec, "before", folder))
     (root / "a.json").write_text(a.to_json(), encoding="utf-8")
     b = pytest_opid.fingerprint(build(spark, rec, "after", folder))
     (root / "b.json").write_text(b.to_json(), encoding="utf-8")
     return {"rec": rec, "folder": folder, "a": a, "b": b, "root": root}
+
+
+@pytest.fixture(scope="module")
+def window(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _pair(spark, tmp_path_factory.mktemp("window"), WINDOW)
+
+
+@pytest.fixture(scope="module")
+def key(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _pair(spark, tmp_path_factory.mktemp("key"), KEY)
 
 
 def test_the_api_never_says_safe_from_the_checkpoint_alone(window: dict[str, Any]) -> None:
@@ -119,8 +130,10 @@ def _run(pytester: pytest.Pytester, window: dict[str, Any], extra: str = "") -> 
 
 
 def test_the_fixture_fails_not_verified_unless_told(
-    pytester: pytest.Pytester, window: dict[str, Any]
+    pytester: pytest.Pytester, key: dict[str, Any]
 ) -> None:
+    assert CASES[KEY]["spark"]["restarted"]  # Spark restarts it: the results are wrong
+    window = key
     result = _run(pytester, window)
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
@@ -130,4 +143,5 @@ def test_the_fixture_fails_not_verified_unless_told(
     written_by = str(window["root"] / "a.json")
     result = _run(pytester, window, f", previous_fingerprint={written_by!r}")
     result.assert_outcomes(failed=1)
-    assert "Spark restarts, but the results are wrong" in result.stdout.str()
+    assert "Restorable, but not safe" in result.stdout.str()
+    assert "the results are wrong" in result.stdout.str()
