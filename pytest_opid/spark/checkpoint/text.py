@@ -107,7 +107,10 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
             schema = (
                 "no schema file" if st.schema_version is None else f"schema v{st.schema_version}"
             )
-            yield f"      store {_name(st.name)} ({_partitions_text(st.num_partitions)}, {schema})"
+            # Without operator metadata (Spark 3.5) a store records no partition count of its
+            # own: the operator's line gives the count of its partition folders.
+            count = "" if st.num_partitions is None else f"{st.num_partitions} partitions, "
+            yield f"      store {_name(st.name)} ({count}{schema})"
             for cf in st.column_families:
                 label = "" if st.schema_version != 3 else f"column family {_name(cf.name)} "
                 yield f"        {label}key   {type_text(cf.key_schema)}"
@@ -115,7 +118,7 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
 
 
 def _partitions_text(count: int | None) -> str:
-    """Spark before 4.0 writes no partition count for a store without operator metadata: say so."""
+    """An operator with neither metadata nor partition folders has no count to show: say so."""
     return "partition count not recorded" if count is None else f"{count} partitions"
 
 
