@@ -140,7 +140,18 @@ def read_bytes(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
             size = os.fstat(f.fileno()).st_size
             if size > limit:
                 raise _too_large(path, size, limit)
-            data = f.read(limit + 1)  # the file may have grown since
+            # What fstat said, then the rest in chunks (the file may have grown since): a
+            # read of ``limit`` bytes at once would reserve all of them for a small file.
+            chunks: list[bytes] = []
+            total, want = 0, min(size, limit) + 1
+            while total <= limit:
+                chunk = f.read(want)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                want = min(_CHUNK, limit + 1 - total)
+            data = b"".join(chunks)
         except OSError as exc:
             raise DocumentError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:

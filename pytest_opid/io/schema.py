@@ -27,7 +27,18 @@ from typing import Any
 
 from pytest_opid.text import printable
 
-__all__ = ["fields_text", "schema_json", "schema_text", "type_shape", "type_text", "unclosed"]
+__all__ = [
+    "FILE_BYTES",
+    "FILE_FIELDS",
+    "SchemaBudget",
+    "fields_text",
+    "json_schema_checked",
+    "schema_json",
+    "schema_text",
+    "type_shape",
+    "type_text",
+    "unclosed",
+]
 
 #: JSON type names that DDL spells differently (``DataType.simpleString``).
 _TO_DDL = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
@@ -46,6 +57,64 @@ _RUN_MIN = 3
 #: Fields one run may stand for: a run is a few bytes, its fields are not.
 _RUN_MAX = 100_000
 _RUN = ".."
+
+
+#: What the schemas of one snapshot file may expand to in all, runs and their nested types
+#: counted once per field they stand for (a run's type is written once and read for each of
+#: its fields): fields, and bytes of the engine's JSON.
+FILE_FIELDS = 400_000
+FILE_BYTES = 32 << 20
+#: JSON brackets a quoted schema may nest: a struct opens three per level (``{"type":
+#: {"fields": [{``), so this is :data:`_DEPTH` levels of types and some room.
+_JSON_DEPTH = 3 * _DEPTH + 8
+_JSON_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+class SchemaBudget:
+    """What the schemas of one file have expanded to so far (:data:`FILE_FIELDS`,
+    :data:`FILE_BYTES`): a snapshot of a few kilobytes cannot stand for gigabytes."""
+
+    __slots__ = ("bytes", "fields")
+
+    def __init__(self) -> None:
+        self.fields = 0
+        self.bytes = 0
+
+    def fits(self, fields: int, size: int) -> None:
+        """Raises :class:`ValueError` where ``fields`` and ``size`` more would not fit."""
+        if self.fields + fields > FILE_FIELDS:
+            raise ValueError(
+                f"the file's schemas stand for more than {FILE_FIELDS} fields (runs and their "
+                "nested types counted per field)"
+            )
+        if self.bytes + size > FILE_BYTES:
+            raise ValueError(
+                f"the file's schemas stand for more than {FILE_BYTES >> 20} MiB of schema JSON"
+            )
+
+    def charge(self, fields: int, size: int) -> None:
+        self.fits(fields, size)
+        self.fields += fields
+        self.bytes += size
+
+
+def json_schema_checked(text: str, budget: SchemaBudget | None = None) -> None:
+    """A quoted (JSON) schema read as it is: its brackets nested at most :data:`_JSON_DEPTH`
+    deep (checked with one linear scan, so no deeper schema reaches a check that walks it)
+    and its size charged to ``budget``. Raises :class:`ValueError` saying why not."""
+    depth = deepest = 0
+    for match in _JSON_STRUCTURE.finditer(text):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > _JSON_DEPTH:
+                    raise ValueError(f"types nested too deeply (more than {_DEPTH} levels)")
+        elif char in "]}":
+            depth -= 1
+    if budget is not None:
+        budget.charge(text.count('"name"'), len(text))
 
 
 class _Unwritable(Exception):
@@ -283,22 +352,44 @@ def _shown_name(name: str) -> str:
 # -- text -> JSON ---------------------------------------------------------------------------------
 
 
-def schema_json(text: str, *, runs: bool = False) -> str:
+def schema_json(text: str, *, runs: bool = False, budget: SchemaBudget | None = None) -> str:
     """The JSON text (the engine's compact form) of a type text :func:`schema_text` wrote, one
-    field per line or not; ``runs``: reading runs of indexed fields. Raises
-    :class:`ValueError` saying where it is malformed."""
-    data, end = _Parser(text, runs).type(_SPACE.match(text, 0).end(), 0)  # type: ignore[union-attr]
+    field per line or not; ``runs``: reading runs of indexed fields. What it expands to is
+    charged to ``budget`` (the file's) before any of it is written. Raises :class:`ValueError`
+    saying where it is malformed or what it would expand past."""
+    budget = budget if budget is not None else SchemaBudget()
+    parser = _Parser(text, runs, budget)
+    data, end = parser.type(_SPACE.match(text, 0).end(), 0)  # type: ignore[union-attr]
     end = _SPACE.match(text, end).end()  # type: ignore[union-attr]
     if end != len(text):
         raise ValueError(f"unexpected {text[end : end + 20]!r} after the type")
+    fields, size = parser.weight(data)
+    budget.charge(fields, size)
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
 class _Parser:
-    def __init__(self, text: str, runs: bool = False) -> None:
+    def __init__(self, text: str, runs: bool = False, budget: SchemaBudget | None = None) -> None:
         self.text = text
         self.runs = runs
+        self.budget = budget if budget is not None else SchemaBudget()
         self.fields = 0  # fields read so far, runs included
+        #: id of each struct, array and map read -> (fields, JSON bytes) it expands to
+        self.weights: dict[int, tuple[int, int]] = {}
+
+    def weight(self, data: Any) -> tuple[int, int]:
+        """The fields and JSON bytes a type read by :meth:`type` expands to (leaves: none and
+        their name's length)."""
+        if isinstance(data, str):
+            return 0, len(data) + 2
+        return self.weights[id(data)]
+
+    def weigh(self, data: dict[str, Any], fields: int, size: int) -> dict[str, Any]:
+        """Keep what ``data`` expands to; refused as soon as it would not fit the file's
+        budget (an exponential nesting stops at the first level past it)."""
+        self.budget.fits(fields, size)
+        self.weights[id(data)] = (fields, size)
+        return data
 
     def expect(self, at: int, word: str) -> int:
         at = self.skip(at)
@@ -317,6 +408,7 @@ class _Parser:
         if text.startswith("struct<", at):
             at = self.skip(at + len("struct<"))
             fields: list[dict[str, Any]] = []
+            total, size = 0, 32
             while not text.startswith(">", at):
                 if fields:
                     at = self.expect(at, ",")
@@ -328,27 +420,39 @@ class _Parser:
                 at = self.expect(at, ":")
                 kind, at = self.type(at, depth + 1)
                 nullable, at = self.nullable(at)
+                inner, kind_size = self.weight(kind)
+                total += len(names) * (1 + inner)
+                size += sum(len(n) for n in names) + len(names) * (52 + kind_size)
+                self.budget.fits(total, size)
                 fields += (
                     {"name": n, "type": kind, "nullable": nullable, "metadata": {}} for n in names
                 )
-            return {"type": "struct", "fields": fields}, self.skip(at + 1)
+            struct = {"type": "struct", "fields": fields}
+            return self.weigh(struct, total, size), self.skip(at + 1)
         if text.startswith("array<", at):
             element, at = self.type(self.skip(at + len("array<")), depth + 1)
             contains_null, at = self.nullable(at)
             at = self.expect(at, ">")
-            return {"type": "array", "elementType": element, "containsNull": contains_null}, at
+            array = {"type": "array", "elementType": element, "containsNull": contains_null}
+            inner, size = self.weight(element)
+            return self.weigh(array, inner, size + 50), at
         if text.startswith("map<", at):
             key, at = self.type(self.skip(at + len("map<")), depth + 1)
             at = self.expect(at, ",")
             value, at = self.type(at, depth + 1)
             contains_null, at = self.nullable(at)
             at = self.expect(at, ">")
-            return {
+            mapping = {
                 "type": "map",
                 "keyType": key,
                 "valueType": value,
                 "valueContainsNull": contains_null,
-            }, at
+            }
+            (key_fields, key_size), (value_fields, value_size) = (
+                self.weight(key),
+                self.weight(value),
+            )
+            return self.weigh(mapping, key_fields + value_fields, key_size + value_size + 70), at
         match = _LEAF.match(text, at)
         if match is None:
             raise ValueError(f"expected a type at {text[at : at + 20] or 'the end'!r}")
@@ -373,6 +477,8 @@ class _Parser:
         if self.fields > _RUN_MAX:
             raise ValueError(f"runs of fields stand for more than {_RUN_MAX} fields")
         prefix = start.group(1)
+        # the names themselves: a long prefix times many indexes is refused before it is built
+        self.budget.fits(0, (high - low + 1) * (len(prefix) + 12))
         return [f"{prefix}[{i}]" for i in range(low, high + 1)]
 
     def nullable(self, at: int) -> tuple[bool, int]:

@@ -20,7 +20,7 @@ from pytest_opid.errors import DocumentError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.json import open_regular, read_text
 from pytest_opid.io.saved_form import is_engine_version
-from pytest_opid.io.schema import unclosed
+from pytest_opid.io.schema import SchemaBudget, unclosed
 from pytest_opid.io.snapshot_cells import (
     Cells,
     arity,
@@ -124,6 +124,7 @@ class _Reader:
         self.setting_keys: set[str] = set()
         self.plan: list[str] | None = None
         self.schemas: SchemaParts = {}  # format 3's stores
+        self.budget = SchemaBudget()  # what this file's schemas expand to, in all
         self.seen: dict[str, int] = {}  # section title -> its line
         self.lines = 0
         self.ended = 0  # format 5: the line of [end]
@@ -166,7 +167,7 @@ class _Reader:
                 depth += unclosed(line)
                 if depth <= 0:
                     pending[-1] = " ".join(pending[-1])
-                    store_schema(self.schemas, *pending, runs=version >= 6)
+                    store_schema(self.schemas, *pending, runs=version >= 6, budget=self.budget)
                     pending = None
                 continue
             if not line or line.startswith("#"):
@@ -193,7 +194,14 @@ class _Reader:
                     depth = unclosed(schema)
                 else:
                     store_schema(
-                        self.schemas, where, state_no, store, part, schema, runs=version >= 6
+                        self.schemas,
+                        where,
+                        state_no,
+                        store,
+                        part,
+                        schema,
+                        runs=version >= 6,
+                        budget=self.budget,
                     )
                 continue
             self._row(section, cells(line, where), where, number)

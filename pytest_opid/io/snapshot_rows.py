@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from pytest_opid.errors import DocumentError
-from pytest_opid.io.schema import schema_json
+from pytest_opid.io.schema import SchemaBudget, json_schema_checked, schema_json
 from pytest_opid.io.snapshot_cells import (
     Cells,
     arity,
@@ -102,8 +102,11 @@ def store_schema(
     cell: str,
     *,
     runs: bool = False,
+    budget: SchemaBudget | None = None,
 ) -> None:
-    """One format 3 schema cell (``-``, a JSON-quoted schema or DDL) into ``schemas``."""
+    """One format 3 schema cell (``-``, a JSON-quoted schema or DDL) into ``schemas``; what
+    it expands to is charged to the file's ``budget``, and a JSON one nested too deeply for
+    the checks is refused here, naming the row."""
     parts = schemas.setdefault((state, store), {})
     if part in parts:
         raise DocumentError(f"{where}: a second {part} schema for state {state}, store {store!r}")
@@ -112,10 +115,15 @@ def store_schema(
     elif cell.startswith('"'):
         quoted = cells(cell, where)
         arity(quoted, 1, where)
-        parts[part] = string_cell(quoted, 0, where)
+        value = string_cell(quoted, 0, where)
+        try:
+            json_schema_checked(value, budget)
+        except ValueError as exc:
+            raise DocumentError(f"{where}: malformed {part} schema: {exc}") from None
+        parts[part] = value
     else:
         try:
-            parts[part] = schema_json(cell, runs=runs)
+            parts[part] = schema_json(cell, runs=runs, budget=budget)
         except ValueError as exc:
             raise DocumentError(f"{where}: malformed {part} schema: {exc}") from None
 

@@ -9,17 +9,28 @@ the test's own interpreter (``sys.executable``) with the test's ``sys.path``, wo
 and environment at the time of the call. The test process only reads back the result.
 
 The child is a barrier for the test process, not a sandbox for the machine: what the code does
-to files, services and other processes happens, as it does when Spark's own Python worker runs
-``init`` at query start. What cannot happen is the test process exiting, waiting past the time
-limit, or having its modules, working directory, environment, signal handlers or threads
-changed. The child runs in a session of its own, and every process left in that session (what
-the code forked) is killed when the call ends. POSIX only (Linux, macOS): elsewhere the call
+to files and services happens, as it does when Spark's own Python worker runs ``init`` at query
+start. What cannot happen is the test process exiting, waiting past the time limit, or having
+its modules, working directory, environment, signal handlers or threads changed. The child runs
+in a session of its own and cannot be read through ``/proc`` by other processes of the user
+(``PR_SET_DUMPABLE`` 0: a spare child's channel cannot be opened by the code of a call), and
+dies with the test process (``PR_SET_PDEATHSIG``). Where Linux lets an unprivileged user make
+namespaces (:func:`barrier` says ``namespaces``), the code runs as the second process of a PID
+namespace of its own, behind a user and a mount namespace with a private ``/proc`` and no
+capabilities left: it sees no process outside, so it cannot signal, trace or open the test
+process, and every process it starts, ``setsid()`` or not, dies with the namespace when the
+call ends. Elsewhere (``session``: namespaces refused, macOS, or ``PYTEST_OPID_ISOLATION=session``
+in the environment) the child is a subreaper, and
+every process under it is found and killed when the call ends; that it can still signal the
+test process by its pid is what remains there. POSIX only (Linux, macOS): elsewhere the call
 fails with one line, and the caller falls back as for any failed call.
 
 One child serves one call. A fresh Python that imports PySpark takes about half a second, so
 each call, once its own child is ready, starts a spare child for the next one: it imports the
 modules the next call will need and waits, and the next call costs little more than unpickling
-the user's code (figures: ``benchmarks/bench_isolation.py``).
+the user's code (figures: ``benchmarks/bench_isolation.py``). Behind a session only, the spare
+starts after the call's processes are gone (the code could otherwise find the spare and write
+to its channel before it is made undumpable).
 
 The child talks to the parent on its original standard output, framed (a kind byte, a length,
 the bytes); what the user's code prints goes to a file of the child's, and what it printed
@@ -45,7 +56,15 @@ import threading
 import time
 from typing import IO, Any
 
-__all__ = ["IsolatedFailure", "drop_spare", "phase", "run_isolated", "serve"]
+__all__ = [
+    "IsolatedFailure",
+    "barrier",
+    "descendants",
+    "drop_spare",
+    "phase",
+    "run_isolated",
+    "serve",
+]
 
 _HEADER = struct.Struct(">cQ")
 _READY, _PHASE, _DONE = b"R", b"P", b"D"
@@ -84,11 +103,12 @@ class _Child:
     def __init__(self, preload: tuple[str, ...]) -> None:
         self.preload = preload
         self.owner = os.getpid()
+        self.barrier = ""  # what the child said it runs behind (:func:`barrier`)
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives as the child
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         code = (
             f"import sys; sys.path.insert(0, {root!r}); "
-            f"from pytest_opid.spark.isolation import serve; serve({preload!r})"
+            f"from pytest_opid.spark.isolation import serve; serve({preload!r}, {self.owner})"
         )
         self.process = subprocess.Popen(
             [sys.executable, "-c", code],
@@ -152,11 +172,16 @@ class _Child:
         return f"exited with code {code}"
 
     def kill(self) -> None:
-        """End the child and every process left in its session, and reap the child."""
+        """End the child and every process under it (its session, its PID namespace, and
+        what it reaped as a subreaper), and reap the child."""
         if self.owner != os.getpid():
             return  # a forked copy of the test process: the child is its parent's
+        under = _stop_descendants(self.process.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in under:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
         self.process.wait()
@@ -164,6 +189,57 @@ class _Child:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+
+
+def _parents() -> dict[int, int]:
+    """Every visible process's parent (Linux's ``/proc``; empty elsewhere)."""
+    parents: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return parents
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                text = f.read(4096)
+        except OSError:  # ended meanwhile
+            continue
+        fields = text[text.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            parents[int(name)] = int(fields[1])
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes under ``pid`` (Linux; an empty set elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _stop_descendants(pid: int) -> set[int]:
+    """Every process under ``pid``, stopped (``SIGSTOP``) until no new one appears, so that
+    none forks away while they are killed."""
+    stopped: set[int] = set()
+    for _ in range(20):
+        new = descendants(pid) - stopped
+        if not new:
+            break
+        for child in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGSTOP)
+        stopped |= new
+    return stopped
 
 
 _lock = threading.Lock()
@@ -237,17 +313,21 @@ def run_isolated(
     last_phase = ""
     try:
         try:
-            kind, _ = child.read_frame(time.monotonic() + _START_LIMIT)
+            kind, body = child.read_frame(time.monotonic() + _START_LIMIT)
             if kind != _READY:
                 raise _Ended
         except (_Ended, _Late):
             raise IsolatedFailure("", "could not start a Python process for it") from None
-        with contextlib.suppress(OSError):  # no spare: the next call starts its own child
-            _restock(preload)  # once this child is ready: the two do not import at the same time
+        global _barrier
+        child.barrier = _barrier = body.decode("ascii", "replace")[:20]
+        if child.barrier == "namespaces":  # the spare is out of the code's sight
+            with contextlib.suppress(OSError):  # no spare: the next call starts its own child
+                _restock(preload)  # once this one is ready: the two do not import at once
         start = child.output_size()
         request = pickle.dumps(
             {
                 "path": list(sys.path),
+                "modules": _loaded_elsewhere(),
                 "cwd": os.getcwd(),
                 "env": dict(os.environ),
                 "module": module,
@@ -284,9 +364,238 @@ def run_isolated(
         return value
     finally:
         child.kill()
+        if child.barrier != "namespaces":
+            # The code could reach a spare started while it ran (its pid is visible): the
+            # spare starts once the code and every process it started are gone.
+            with contextlib.suppress(OSError):
+                _restock(preload)
+
+
+def _loaded_elsewhere() -> dict[str, tuple[str | None, list[str] | None]]:
+    """The test process's modules outside the installation (test modules, conftest files,
+    the user's code), by file and package path: pytest imports a test module without putting
+    its folder on ``sys.path``, and Spark's pickled functions name such modules. At most
+    10,000."""
+    installed = tuple(
+        os.path.join(os.path.abspath(p), "") for p in {sys.prefix, sys.base_prefix} if p
+    )
+    found: dict[str, tuple[str | None, list[str] | None]] = {}
+    for name, module in list(sys.modules.items()):
+        if len(found) >= 10_000:
+            break
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        file, path = namespace.get("__file__"), namespace.get("__path__")
+        file = file if isinstance(file, str) and file.endswith(".py") else None
+        try:  # a list, or a namespace package's _NamespacePath
+            path = [p for p in path if isinstance(p, str)] if path is not None else None
+        except TypeError:
+            path = None
+        if file is None and not path:
+            continue
+        where = file or (path or [""])[0]
+        if not os.path.abspath(where).startswith(installed):
+            found[name] = (file, path)
+    for name in list(found):  # parents pytest made without a file (importlib mode): empty
+        while "." in name:
+            name = name.rpartition(".")[0]
+            found.setdefault(name, (None, []))
+    return found
+
+
+class _Elsewhere:
+    """In the child, after the usual finders: the test process's modules
+    (:func:`_loaded_elsewhere`) from the files they were loaded from."""
+
+    def __init__(self, modules: dict[str, tuple[str | None, list[str] | None]]) -> None:
+        self.modules = modules
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.machinery
+        import importlib.util
+
+        found = self.modules.get(name)
+        if found is None:
+            return None
+        file, locations = found
+        if file is None:  # a namespace package
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = list(locations or ())
+            return spec
+        return importlib.util.spec_from_file_location(
+            name, file, submodule_search_locations=locations
+        )
+
+
+_barrier = ""
+#: ``session`` here keeps children out of namespaces (where they misbehave on a platform);
+#: ``refused`` makes them as a system that refuses namespaces would (tests).
+BARRIER_VARIABLE = "PYTEST_OPID_ISOLATION"
+
+
+def barrier() -> str:
+    """What the last child ran behind: ``namespaces`` (its own PID, user and mount namespaces,
+    see the module's docstring) or ``session`` (a session and a subreaper); ``""`` before any."""
+    return _barrier
 
 
 # -- the child's side -------------------------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
+_STATUS = struct.Struct(">i")
+
+
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _checked(result: int) -> None:
+    import ctypes
+
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+
+
+def _to_devnull(*fds: int) -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in fds:
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _enter_barrier(parent: int) -> str:
+    """In a new child, before anything of the user's: what keeps its code from the test
+    process (see the module's docstring). Returns in the process that serves the call.
+
+    The namespaces are made by a forked process, never this one: where the system refuses a
+    part of them (an AppArmor policy that leaves a new user namespace without capabilities),
+    that process ends and this one serves the call behind its session, as it was."""
+    if not sys.platform.startswith("linux"):
+        return "session"
+    libc = _libc()
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # no /proc/<pid>/fd, mem or environ for others
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the test process ended before the line above
+        os._exit(1)
+    if os.environ.get(BARRIER_VARIABLE, "") != "session":
+        level = _namespaces(libc)
+        if level:
+            return level
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return "session"
+
+
+def _namespaces(libc: Any) -> str:
+    """The call served behind new namespaces (returns their level in the serving process;
+    this process then waits and ends as it ended), or ``""`` where they cannot be made."""
+    uid, gid = os.getuid(), os.getgid()
+    ready_read, ready_write = os.pipe()
+    status_read, status_write = os.pipe()
+    maker = os.fork()
+    if maker:
+        os.close(ready_write)
+        os.close(status_write)
+        said = os.read(ready_read, 1)
+        os.close(ready_read)
+        if said not in (b"N", b"P"):  # refused: this process serves, as it was
+            os.waitpid(maker, 0)
+            os.close(status_read)
+            return ""
+        _to_devnull(0, 1)  # outside: wait, then end as the namespace's worker ended
+        os.waitpid(maker, 0)
+        data = os.read(status_read, _STATUS.size)
+        _mirror(_STATUS.unpack(data)[0] if len(data) == _STATUS.size else 1 << 8)
+    os.close(ready_read)
+    os.close(status_read)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
+        if os.environ.get(BARRIER_VARIABLE, "") == "refused":  # as a system that refuses them
+            raise OSError("namespaces refused")
+        _checked(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS))
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{gid} {gid} 1")
+        init = os.fork()  # the first process of the new PID namespace
+    except OSError:
+        os.write(ready_write, b"-")
+        os._exit(0)
+    if init:  # the maker: waits, so that the namespace dies with it (PR_SET_PDEATHSIG)
+        _to_devnull(0, 1)
+        os.close(ready_write)
+        os.waitpid(init, 0)
+        os._exit(0)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    level = "namespaces"
+    try:
+        _checked(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None))
+        flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        _checked(libc.mount(b"proc", b"/proc", b"proc", flags, None))
+    except OSError:
+        level = "pid namespace"  # /proc still shows the processes outside
+    try:
+        worker = os.fork()
+    except OSError:
+        os.write(ready_write, b"-")
+        os._exit(0)
+    if worker == 0:
+        os.close(status_write)
+        os.close(ready_write)
+        _drop_capabilities(libc)
+        return level
+    os.write(ready_write, b"N" if level == "namespaces" else b"P")
+    os.close(ready_write)
+    _to_devnull(0, 1)
+    while True:  # the namespace's first process: reaps; its end ends every process in it
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if pid == worker:
+            os.write(status_write, _STATUS.pack(status))
+            os._exit(0)
+
+
+def _mirror(status: int) -> None:
+    """End as a process whose wait status was ``status`` ended (an exit code, or a signal)."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP keep theirs
+            signal.signal(number, signal.SIG_DFL)
+        with contextlib.suppress(OSError):
+            os.kill(os.getpid(), number)
+        os._exit(128 + number)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _drop_capabilities(libc: Any) -> None:
+    """No capability left in the user namespace (so the private ``/proc`` cannot be unmounted
+    to show the processes outside), and none to be gained by running a program."""
+    import ctypes
+
+    for number in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, number, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    libc.capget(header, data)
+    data = (ctypes.c_uint32 * 6)()
+    libc.capset(header, data)
+    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
 
 _channel: IO[bytes] | None = None
 
@@ -313,16 +622,18 @@ def _read_exactly(stream: IO[bytes], size: int) -> bytes:
     return data
 
 
-def serve(preload: tuple[str, ...]) -> None:
-    """The child's main: import ``preload``, say ready, run the one call it is sent, send
-    back its result and end (``os._exit``: threads the code started do not hold it)."""
+def serve(preload: tuple[str, ...], parent: int | None = None) -> None:
+    """The child's main: behind its barrier (:func:`_enter_barrier`), import ``preload``, say
+    ready, run the one call it is sent, send back its result and end (``os._exit``: threads
+    the code started do not hold it)."""
     global _channel
+    level = _enter_barrier(os.getppid() if parent is None else parent)
     _channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what the user's code prints goes to the child's log, not the channel
     for name in preload:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
-    _send(_READY)
+    _send(_READY, level.encode("ascii"))
     stdin = sys.stdin.buffer
     try:
         _, size = _HEADER.unpack(_read_exactly(stdin, _HEADER.size))
@@ -333,6 +644,7 @@ def serve(preload: tuple[str, ...]) -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     sys.path[:] = request["path"]
+    sys.meta_path.append(_Elsewhere(request.get("modules") or {}))
     with contextlib.suppress(OSError):  # the test's folder gone meanwhile: the call says so
         os.chdir(request["cwd"])
     os.environ.clear()

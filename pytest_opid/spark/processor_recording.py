@@ -19,7 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_opid.spark.isolation import phase
-from pytest_opid.spark.transform_with_state import CALL_FIELDS, StateCall
+from pytest_opid.spark.transform_with_state import (
+    CALL_FIELDS,
+    StateCall,
+    class_name,
+    processor_from_command,
+)
 
 
 class _Unrecordable(Exception):
@@ -189,6 +194,22 @@ def record_pickled(payload: bytes) -> dict[str, Any]:
     if failure is not None or calls is None:
         return {"failure": failure}
     return {"calls": [[getattr(c, field) for field, _ in CALL_FIELDS] for c in calls]}
+
+
+def record_command(command: bytes) -> dict[str, Any]:
+    """In the child (:func:`~pytest_opid.spark.transform_with_state.record_command`): Spark's
+    pickled function unpickled here, its stateful processor's ``init`` recorded as
+    :func:`record_pickled` does, with ``"class"``: the processor's class name."""
+    phase("load")
+    processor, _ = processor_from_command(command)
+    name = class_name(processor)
+    if not callable(getattr(processor, "init", None)):
+        return {"class": name, "failure": "it has no init(handle) method"}
+    phase(f"init:{name}")  # the class named even if init() never returns
+    calls, failure = _record_here(processor)
+    if failure is not None or calls is None:
+        return {"class": name, "failure": failure}
+    return {"class": name, "calls": [[getattr(c, f) for f, _ in CALL_FIELDS] for c in calls]}
 
 
 def _record_here(processor: object) -> tuple[tuple[StateCall, ...] | None, str | None]:

@@ -119,10 +119,13 @@ def class_name(processor: object) -> str:
 #: ``PYTEST_OPID_INIT_TIMEOUT`` (seconds) or ``record_processor(timeout=...)`` says otherwise.
 INIT_TIMEOUT = 30.0
 TIMEOUT_VARIABLE = "PYTEST_OPID_INIT_TIMEOUT"
-#: What the child imports before the call, so that the call only unpickles the user's code.
-_PRELOAD = (
+#: What the child imports before the call, so that the call only unpickles the user's code;
+#: one list for a recording and a function digest, so the spare child serves either.
+CHILD_PRELOAD = (
+    "pytest_opid.spark.function_digest",
     "pytest_opid.spark.processor_recording",
     "pyspark.cloudpickle",
+    "pyspark.serializers",
     "pyspark.sql.streaming",
 )
 
@@ -197,22 +200,44 @@ def record_processor(processor: object, timeout: float | None = None) -> Process
     except Exception as exc:  # what Spark could not ship to its workers either
         unpicklable = f"it cannot be pickled ({type(exc).__name__}: {exc})"[:300]
         return ProcessorRecord(name, None, f"could not inspect {name}: {unpicklable}")
+    return _recorded(name, "record_pickled", payload, limit)
+
+
+def record_command(command: bytes, timeout: float | None = None) -> ProcessorRecord:
+    """:func:`record_processor` of the stateful processor in the pickled function Spark keeps
+    for a transformWithState operator (:func:`processor_from_command`), unpickled in the child
+    too: unpickling runs the user's code, which never runs in the test process."""
+    try:
+        limit = init_timeout() if timeout is None else timeout
+    except ValueError as exc:
+        return ProcessorRecord("?", None, f"could not inspect the processor: {exc}")
+    return _recorded("?", "record_command", bytes(command), limit)
+
+
+def _recorded(name: str, function: str, payload: bytes, limit: float) -> ProcessorRecord:
+    """The child's recording (``processor_recording.<function>(payload)``) as a record; the
+    child names the processor's class where the test process could not (``name`` "?")."""
     failure: str | None
     try:
         answer = run_isolated(
-            "pytest_opid.spark.processor_recording", "record_pickled", payload, limit, _PRELOAD
+            "pytest_opid.spark.processor_recording", function, payload, limit, CHILD_PRELOAD
         )
+        if isinstance(answer, dict) and isinstance(answer.get("class"), str):
+            name = answer["class"][:300] or name
         calls, failure = _calls_from(answer)
     except IsolatedFailure as exc:
         calls = None
-        if exc.phase == "init":
+        if exc.phase.startswith("init:"):
+            name = exc.phase[len("init:") :][:300] or name
+        if exc.phase == "init" or exc.phase.startswith("init:"):
             failure = f"its init() {exc.what}"
         elif exc.phase == "load":
             failure = f"loading it in a separate Python process {exc.what}"
         else:  # before the processor was sent: no process, or not this system
             failure = exc.what
     if failure is not None or calls is None:
-        return ProcessorRecord(name, None, f"could not inspect {name}: {failure}")
+        where = name if name != "?" else "the processor"
+        return ProcessorRecord(name, None, f"could not inspect {where}: {failure}")
     return ProcessorRecord(name, calls)
 
 

@@ -78,13 +78,25 @@ WIDENING = "state schemas widened to nullable"
 #: The feature name of the operator metadata a checkpoint holds (4.0).
 OPERATOR_METADATA = "operator metadata in the checkpoint"
 
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?(?:[.\-+]?\w*)*")
+#: ``X.Y`` and then anything of word characters, dots, pluses and dashes (``.9``, ``.dev1``,
+#: ``-SNAPSHOT``, ``+local``): one run of each kind, so a failing match is linear (the nested
+#: repetition this replaces backtracked exponentially on ``3.5aaaa...!``).
+_VERSION = re.compile(r"(\d+)\.(\d+)(?![\d])[\w.+\-]*")
+#: The longest version text read (a PEP 440 version of PySpark is about 20 characters).
+_MAX_VERSION_CHARS = 200
+
+
+def _match(text: str) -> re.Match[str] | None:
+    """``text`` as a version (its line's two numbers as groups 1 and 2), or None."""
+    if len(text) > _MAX_VERSION_CHARS:
+        return None
+    return _VERSION.fullmatch(text)
 
 
 def parse_line(text: str, what: str = "--spark-version") -> SparkLine:
     """``"3.5"``, ``"3.5.9"`` or ``"4.3.0.dev1"`` as its line; an unsupported or malformed one
     is a :class:`DocumentError` naming the supported lines."""
-    match = _VERSION.fullmatch(str(text).strip())
+    match = _match(str(text).strip())
     supported = ", ".join(str(line) for line in LINES)
     if match is None:
         raise DocumentError(f"{what} {text!r}: not a Spark version (X.Y, one of {supported})")
@@ -112,7 +124,7 @@ def installed_line() -> SparkLine:
     version = installed_version()
     if version is None:
         return NEWEST
-    match = _VERSION.fullmatch(version)
+    match = _match(version)
     if match is None:
         return NEWEST
     return SparkLine(int(match.group(1)), int(match.group(2)))
@@ -121,7 +133,7 @@ def installed_line() -> SparkLine:
 def engine_line(version: str | None) -> SparkLine | None:
     """The line of a recorded Spark version (``"3.5.9"``); ``None`` where none was recorded or
     it is not a version."""
-    match = None if version is None else _VERSION.fullmatch(version.strip())
+    match = None if version is None else _match(version.strip())
     if match is None:
         return None
     return SparkLine(int(match.group(1)), int(match.group(2)))

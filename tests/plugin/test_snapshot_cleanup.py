@@ -189,6 +189,30 @@ def test_a_test_fails_against_a_cut_snapshot_and_update_replaces_it(
     assert snapshots(pytester).keys() == suite.keys()
 
 
+def test_a_snapshot_whose_schemas_expand_past_the_bound_is_replaced_by_update(
+    pytester: pytest.Pytester, suite: dict[str, bytes]
+) -> None:
+    """A 3 KB format 6 snapshot nesting runs of five fields eleven deep (48 million fields):
+    one line naming file and row, and --snapshot-update replaces it (issue 42)."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "snapshots-format5"
+    text = dumps(loads((committed / "test_page_view_stats.opid").read_text()), ids_once=True)
+    kind = "bigint"
+    for _ in range(11):
+        kind = f"struct<`A[0]`..`A[4]`: {kind}>"
+    buffer = "struct<count: bigint, `MS[0]`..`MS[51]`: bigint>"
+    assert buffer in text
+    path = pytester.path / "__snapshots__" / "test_jobs" / "test_3_job.opid"
+    path.write_text(text.replace(buffer, kind), encoding="utf-8")
+    result = run(pytester, "-k", "test_3")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "test_3_job.opid, line " in out and "more than 400000 fields" in out
+    assert "to replace it, run pytest --snapshot-update" in out
+    assert "MemoryError" not in out and "Traceback" not in out
+    run(pytester, "--snapshot-update", "-k", "test_3").assert_outcomes(passed=1)
+    assert snapshots(pytester) == suite
+
+
 # -- 6. what the session's end cannot write or delete --------------------------------------------
 
 

@@ -6,14 +6,16 @@ operator's column families from these declarations, so they are what its state s
 from __future__ import annotations
 
 import re
+import threading
+import time
 from typing import Any
 
 from pytest_opid.spark.query.gateway import Gateway, find_java_class, is_java_class
 from pytest_opid.spark.transform_with_state import (
     ProcessorRecord,
     StateCall,
-    processor_from_command,
-    record_processor,
+    init_timeout,
+    record_command,
 )
 
 _TWS_PACKAGE = "org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate"
@@ -56,20 +58,24 @@ def declare(gateway: Gateway, node: Any) -> ProcessorRecord:
     """Declare a Python transformWithState's state variables on the operator's driver-side
     handle, as Spark's pre-init runner does before it validates the state schema: the
     processor's ``init`` runs with a recording handle, in a Python process of its own
-    (:func:`pytest_opid.spark.transform_with_state.record_processor`), and its calls are
-    replayed on the JVM handle (:func:`_replay`). When ``init`` cannot be
-    recorded, Spark's own pre-init worker (a Python process) runs it instead; when that
-    fails too, :class:`NotInspected` carries why."""
+    (:func:`pytest_opid.spark.transform_with_state.record_command`: Spark's pickled function
+    is unpickled there too), and its calls are replayed on the JVM handle (:func:`_replay`).
+    When ``init`` cannot be recorded, Spark's own pre-init worker (a Python process) runs it
+    instead, within what is left of the same time limit (:func:`_bounded_pre_init`: killed
+    with every process it started when the limit passes); an ``init`` that did not return in
+    the child is not run again. When that fails too, :class:`NotInspected` carries why."""
+    limit = init_timeout()
+    deadline = time.monotonic() + limit
     try:
         function = gateway.call_private(node, "pythonFunction")
         tag = getattr(getattr(gateway.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-        processor, _ = processor_from_command(bytes(function.command().toArray(tag)))
-    except Exception as exc:  # py4j or unpickling: a processor pytest-opid cannot reach
+        command = bytes(function.command().toArray(tag))
+    except Exception as exc:  # py4j: a processor pytest-opid cannot reach
         record = ProcessorRecord(
             "?", None, f"could not read the stateful processor ({type(exc).__name__})"
         )
     else:
-        record = record_processor(processor)
+        record = record_command(command, limit)
     if record.calls is not None:
         try:
             _replay(gateway, node, record.calls)
@@ -78,10 +84,13 @@ def declare(gateway: Gateway, node: Any) -> ProcessorRecord:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             reason = f"could not inspect {record.processor_class}: Spark refused its init(): "
             record = ProcessorRecord(record.processor_class, None, reason + first)
+    left = deadline - time.monotonic()
+    if "did not return within" in (record.reason or "") or left <= 0:
+        raise NotInspected(record)  # the same init() would not return in Spark's worker either
     try:
-        _pre_init(gateway, node)
+        _bounded_pre_init(gateway, node, left, limit)
     except Exception as exc:  # py4j: the worker's Python lacks pyspark, or init() failed
-        worker = _python_error(exc)
+        worker = str(exc) if isinstance(exc, _Late) else _python_error(exc)
         raise NotInspected(
             ProcessorRecord(
                 record.processor_class,
@@ -90,6 +99,38 @@ def declare(gateway: Gateway, node: Any) -> ProcessorRecord:
             )
         ) from None
     return ProcessorRecord(record.processor_class, None)  # declared by Spark's worker
+
+
+class _Late(Exception):
+    """Spark's pre-init worker did not return within the time left."""
+
+
+def _bounded_pre_init(gateway: Gateway, node: Any, seconds: float, limit: float) -> None:
+    """:func:`_pre_init` within ``seconds``: it runs in a thread of this process while the JVM
+    starts Spark's Python worker; past the time, every process the JVM started meanwhile (the
+    worker, and what it started) is killed, which ends the runner's wait with an error."""
+    jvm = gateway.jvm
+    this_jvm = jvm.java.lang.ProcessHandle.current()
+    before = {int(p.pid()) for p in this_jvm.descendants().toArray()}
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _pre_init(gateway, node)
+        except BaseException as exc:  # reported to the caller below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="opid-pre-init", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        for handle in this_jvm.descendants().toArray():
+            if int(handle.pid()) not in before:
+                handle.destroyForcibly()
+        worker.join(30)
+        raise _Late(f"did not return within {limit:g} s; killed")
+    if failure:
+        raise failure[0]
 
 
 def _replay(gateway: Gateway, node: Any, calls: tuple[StateCall, ...]) -> None:

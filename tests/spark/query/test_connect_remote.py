@@ -93,6 +93,26 @@ def test_the_remote_sessions_confs_come_along(spark, remote, paths):
     assert spark.conf.get("spark.sql.shuffle.partitions") == "4"  # the local one untouched
 
 
+def test_only_allowed_remote_settings_come_along(spark, remote, paths):
+    """A remote session naming a catalog class (or a state store class) does not make the test's
+    JVM load or use it: only the settings that decide a plan are copied (the catalog test is
+    on ``spark.sql.catalog.other``: a bad ``spark_catalog`` breaks the server's own plans)."""
+    from pytest_opid.spark.query.connect import replay_locally
+
+    remote.conf.set("spark.sql.shuffle.partitions", "5")
+    # loaded only where a query names the catalog: the remote plan still resolves there
+    remote.conf.set("spark.sql.catalog.other", "org.example.NotAClassHere")
+    remote.conf.set("spark.sql.streaming.stateStore.providerClass", "org.example.Store")
+    frame = remote.read.parquet(paths["orders"]).groupBy("customer_id").count()
+    local = replay_locally(frame).obj.sparkSession.conf
+    assert local.get("spark.sql.shuffle.partitions") == "5"
+    assert local.get("spark.sql.catalog.other", None) is None
+    assert local.get("spark.sql.streaming.stateStore.providerClass") != "org.example.Store"
+    fp = pytest_opid.fingerprint(frame)
+    assert ("spark.sql.shuffle.partitions", "5") in fp.settings
+    assert not [key for key, _ in fp.settings if "catalog" in key or "Class" in key]
+
+
 def test_a_temp_view_only_the_server_knows_is_refused_naming_it(remote, paths):
     remote.read.parquet(paths["orders"]).createOrReplaceTempView("remote_orders")
     by_table = remote.table("remote_orders").groupBy("customer_id").count()

@@ -284,7 +284,9 @@ def test_spark_pre_init_worker_declares_the_same(
         distinct.setdefault(key, case_id)
     assert len(distinct) == 22
     recorded_pairs = {case_id: pair(case_id) for case_id in distinct.values()}  # recording on
-    monkeypatch.setattr(handle, "record_processor", lambda p: ProcessorRecord("X", None, "off"))
+    monkeypatch.setattr(
+        handle, "record_command", lambda command, limit: ProcessorRecord("X", None, "off")
+    )
     for case_id, p in recorded_pairs.items():
         with python_workers(spark, sys.executable):
             worker = pytest_opid.fingerprint(build(spark, CASES[case_id], "before", p.folder))
