@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         StateOperator,
         StateStore,
     )
+    from pytest_opid.spark import Demonstration, demonstrate
 
 __version__ = "0.2.0"
 
@@ -50,6 +51,8 @@ _EXPORTS = {
     "TopologyError": "pytest_opid.errors",
     "compute": "pytest_opid.flink",
     "check_restore": "pytest_opid.restore",
+    "Demonstration": "pytest_opid.spark",
+    "demonstrate": "pytest_opid.spark",
     "RestoreCheck": "pytest_opid.result",
     "RestoreProblem": "pytest_opid.result",
     "fingerprint": "pytest_opid.inputs",
@@ -74,6 +77,7 @@ __all__ = [
     "ChainingStrategy",
     "Check",
     "Comparison",
+    "Demonstration",
     "DocumentError",
     "Edge",
     "ExchangeMode",
@@ -95,6 +99,7 @@ __all__ = [
     "check_restore",
     "compare",
     "compute",
+    "demonstrate",
     "explain",
     "fingerprint",
 ]

@@ -241,6 +241,14 @@ def _compare(old: Fingerprint, new: Fingerprint) -> Comparison:
             f"cannot compare a {old.engine} {old.mode} fingerprint with a {new.engine} "
             f"{new.mode} one: they describe different jobs"
         )
+    # Both in the terms every version of the engine shares: a fingerprint made on one
+    # version and compared with one made on another differs by no renaming.
+    try:
+        rules = engine_rules(new.engine or old.engine, new if new.engine else old)
+    except DocumentError:
+        pass  # an engine not installed here: the comparison says so where it needs the rules
+    else:
+        old, new = rules.neutral(old), rules.neutral(new)
     with gc_paused():  # a pair per operator: the collector's passes would cost more
         if _same_state_ids(old.operators, new.operators):
             return _unchanged_ids(old, new)

@@ -112,6 +112,11 @@ class EngineRules(Protocol[_ComparisonT]):
         """Whether a fingerprint without an engine tag (saved before the tag existed) is this
         engine's."""
 
+    def neutral(self, fp: Fingerprint) -> Fingerprint:
+        """``fp`` in the terms every version of the engine shares: what one version names
+        otherwise than another (a renamed class) is not a change. Every comparison reads both
+        fingerprints through it."""
+
     def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
         """What a committed snapshot keeps of ``fp``: the fingerprint without what depends on
         the machine the test ran on (say, the absolute path of a test's input folder)."""

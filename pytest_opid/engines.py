@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from pytest_opid.engine_rules import EngineRules
 from pytest_opid.errors import DocumentError
+from pytest_opid.io.storage import Location
 from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = [
@@ -92,11 +93,11 @@ class RestoreEntrance(Protocol):
     #: fingerprint (:attr:`RestoreOptions.previous_fingerprint`) adds what it does not keep
     keeps_plan: bool
 
-    def recognises(self, path: Path) -> bool:
+    def recognises(self, path: Path | Location) -> bool:
         """Whether ``path`` is previous state of this engine's on disk."""
 
     def check(
-        self, previous: Path | Fingerprint, program: Any, options: RestoreOptions
+        self, previous: Path | Location | Fingerprint, program: Any, options: RestoreOptions
     ) -> RestoreCheck:
         """The engine's verdict on restoring ``program`` from ``previous``."""
 
@@ -163,6 +164,6 @@ def engine_rules(name: str, fp: Fingerprint | None = None) -> EngineRules[Any]:
     return engine(name, fp).rules
 
 
-def engine_for_state(path: Path) -> Engine | None:
+def engine_for_state(path: Path | Location) -> Engine | None:
     """The engine whose previous state on disk ``path`` is, if any recognises it."""
     return next((e for e in engines() if e.restore.recognises(path)), None)

@@ -14,6 +14,7 @@ from pytest_opid.engines import DataFormat, Frontend, engines
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.io.json import parse_json, parse_json_bytes, read_bytes, read_stream
 from pytest_opid.io.snapshot import PREFIX, is_snapshot, loads, read_snapshot
+from pytest_opid.io.storage import is_url, read_url
 from pytest_opid.result import Fingerprint
 
 __all__ = ["data_formats", "detect_format", "fingerprint", "load_input", "read_data", "read_file"]
@@ -70,22 +71,25 @@ def load_input(path: str, format: str | None = None) -> Fingerprint:
     JSON text), or stdin for ``-``; an ``.opid`` snapshot or a JSON input."""
     if format is not None and format not in data_formats():
         raise DocumentError(f"--format must be one of {', '.join(data_formats())}, got {format!r}")
-    if path != "-":
+    origin = "<stdin>"
+    if is_url(path):  # a saved fingerprint or snapshot kept in a store
+        origin, raw = path, read_url(path)
+    elif path != "-":
         if format is None and is_snapshot(path):
             return read_snapshot(path)
         return read_file(path, format, None)
-    stdin = getattr(sys.stdin, "buffer", None)
-    if stdin is None:  # a text stream put in place of stdin (a test harness)
+    elif (stdin := getattr(sys.stdin, "buffer", None)) is None:
+        # a text stream put in place of stdin (a test harness)
         raw = read_stream(io.BytesIO(sys.stdin.read().encode()), "<stdin>")
     else:
         raw = read_stream(stdin, "<stdin>")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"<stdin>: not UTF-8 text (byte {exc.start})") from None
+        raise DocumentError(f"{origin}: not UTF-8 text (byte {exc.start})") from None
     if format is None and text.removeprefix("\ufeff").startswith(PREFIX):
-        return loads(text, origin="<stdin>")
-    return read_data(parse_json(text, "<stdin>"), format, None, "<stdin>")
+        return loads(text, origin=origin)
+    return read_data(parse_json(text, origin), format, None, origin)
 
 
 def read_file(path: str, format: str | None, chaining: Any) -> Fingerprint:

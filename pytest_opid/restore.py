@@ -12,12 +12,12 @@ restarted job and decides by its own rules.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from pytest_opid.engines import RestoreOptions, engine, engine_for_state, engines
 from pytest_opid.errors import DocumentError
 from pytest_opid.inputs import fingerprint
+from pytest_opid.io.storage import Location, locate, path_or_location
 from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = ["check_restore", "require_same_job"]
@@ -33,7 +33,8 @@ def check_restore(
     """The engine's verdict on restoring ``program`` from ``previous``.
 
     ``previous``: a savepoint or checkpoint (directory or ``_metadata``), a Spark checkpoint
-    directory, a saved fingerprint or an ``.opid`` snapshot (a path), or a
+    directory (a path, or a URL of the store it lives in: ``s3://``, ``gs://``, ``abfss://``...;
+    :mod:`pytest_opid.io.storage`), a saved fingerprint or an ``.opid`` snapshot (a path), or a
     :class:`Fingerprint`. ``program``: anything :func:`pytest_opid.fingerprint` accepts (a live
     program is planned as its engine plans a restarted job), or its fingerprint.
     ``allow_non_restored_state`` mirrors Flink's ``--allowNonRestoredState``.
@@ -52,8 +53,8 @@ def check_restore(
             else fingerprint(previous_fingerprint)
         )
     options = RestoreOptions(allow_non_restored_state, was)
-    if isinstance(previous, (str, os.PathLike)):
-        path = Path(previous)
+    if isinstance(previous, (str, os.PathLike, Location)):
+        path = locate(previous) if isinstance(previous, Location) else path_or_location(previous)
         if not path.exists():
             raise DocumentError(f"{path}: no such file or directory")
         owner = engine_for_state(path)

@@ -132,6 +132,12 @@ class Fingerprint:
     #: the engine version that made it (PySpark's ``3.5.9``), where known: restart rules
     #: differ between versions. Saved; not part of the identity.
     engine_version: str | None = field(default=None, compare=False)
+    #: what the job reads and writes as a restart acts on it, as ``(endpoint, fact, value)``
+    #: rows in the engine's order: ``("sink", "path", "/data/out")``, ``("source 0",
+    #: "maxFileAge", "7d")``. A restart can lose or repeat rows at a sink or a source that
+    #: no state check sees. ``None`` where nothing was recorded (a job recorded without its
+    #: sink); the engine package says which facts it could not see.
+    endpoints: tuple[tuple[str, str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: everything a comparison or an explanation uses

@@ -68,8 +68,10 @@ def run(command: str, cwd: Path, env: dict[str, str]) -> str:
         ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        sys.exit(f"failed with exit {done.returncode}: {command}\n{done.stdout[-4000:]}\n"
-                 f"{done.stderr[-4000:]}")
+        sys.exit(
+            f"failed with exit {done.returncode}: {command}\n{done.stdout[-4000:]}\n"
+            f"{done.stderr[-4000:]}"
+        )
     return done.stdout
 
 
@@ -89,16 +91,20 @@ def main(work: Path) -> None:
     # 1. sdist, then the wheel built from the sdist.
     src = work / "src"
     fresh_copy(src)
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(src)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+    )
     built = sorted(p.name for p in (work / "dist").iterdir())
     print("built:", ", ".join(built))
     if not any(n.endswith(".tar.gz") for n in built) or not any(n.endswith(".whl") for n in built):
         sys.exit(f"python -m build made {built}, not an sdist and a wheel")
 
     # 2. The recipe of docs/install.md, as written, in a fresh environment.
-    recipe = bash_block((ROOT / "docs" / "install.md").read_text(encoding="utf-8"),
-                        "## A wheel for CI")
+    recipe = bash_block(
+        (ROOT / "docs" / "install.md").read_text(encoding="utf-8"), "## A wheel for CI"
+    )
     env = venv(work / "venv")
     for command in recipe:
         run(command, src, env)
@@ -107,8 +113,11 @@ def main(work: Path) -> None:
         sys.exit(f"pytest_opid was imported from {where}, not from the installed wheel")
     run("opid --help > /dev/null", work, env)
     examples = work / "examples-run"
-    shutil.copytree(ROOT / "examples", examples / "examples",
-                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    shutil.copytree(
+        ROOT / "examples",
+        examples / "examples",
+        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"),
+    )
     (examples / "pytest.ini").write_text(
         "[pytest]\naddopts = --import-mode=importlib -p no:cacheprovider\n", encoding="utf-8"
     )

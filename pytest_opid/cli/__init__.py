@@ -34,11 +34,14 @@ from pytest_opid.cli.commands import (
     diff_command,
     fingerprint_command,
     pin_command,
+    record_deploy_command,
     render_command,
     savepoint_command,
 )
+from pytest_opid.cli.demonstrate import demonstrate_command
 from pytest_opid.errors import OpidError
 from pytest_opid.gc_pause import gc_paused
+from pytest_opid.io.storage import counting
 from pytest_opid.text import safe_text
 
 __all__ = ["main"]
@@ -53,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args = parse_command_line(__version__, list(sys.argv[1:] if argv is None else argv))
             check_paths(args)
-            code, output = _COMMANDS[args.command](args)
+            with counting() as read:
+                code, output = _COMMANDS[args.command](args)
         except SystemExit as exc:  # --help and --version
             return exc.code if isinstance(exc.code, int) else EXIT_OK
         except UsageError as exc:
@@ -63,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
             return _fail("interrupted")
         problem = _write(output)
+        if getattr(args, "verbose", False) and read.requests:
+            _say(f"read from the store: {read}")
         return code if problem is None else _fail(f"cannot write the output: {problem}")
 
 
@@ -86,6 +92,8 @@ _COMMANDS = {
     "check-restore": check_restore_command,
     "savepoint": savepoint_command,
     "checkpoint": checkpoint_command,
+    "record-deploy": record_deploy_command,
+    "demonstrate": demonstrate_command,
 }
 
 
@@ -136,10 +144,14 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _fail(message: str) -> int:
-    text = safe_text(f"error: {message}\n").encode("utf-8", "backslashreplace").decode("utf-8")
+    _say(f"error: {message}")
+    return EXIT_ERROR
+
+
+def _say(line: str) -> None:
+    text = safe_text(f"{line}\n").encode("utf-8", "backslashreplace").decode("utf-8")
     try:
         sys.stderr.write(text)
         sys.stderr.flush()
     except (OSError, UnicodeEncodeError, ValueError, AttributeError):
         pass  # no stderr to speak to (closed, full): the exit status says it
-    return EXIT_ERROR

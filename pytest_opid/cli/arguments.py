@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from pytest_opid.cli.demonstrate import add_parser as add_demonstrate
 from pytest_opid.engine_rules import Check
 from pytest_opid.inputs import data_formats
 from pytest_opid.render.picture import FORMATS as PICTURE_FORMATS
@@ -146,7 +147,12 @@ def parser(version: str) -> argparse.ArgumentParser:
         "be verified (a Spark checkpoint keeps no window or key expression: add "
         "--previous-fingerprint).",
     )
-    restore.add_argument("previous", metavar="PREVIOUS", help="the previous state (a path)")
+    restore.add_argument(
+        "previous",
+        metavar="PREVIOUS",
+        help="the previous state: a path, or a URL (s3://, s3a://, gs://, abfss://, hdfs://, "
+        "file://, dbfs:/) where it lives",
+    )
     restore.add_argument(
         "program", metavar="PROGRAM", nargs="?", help="the new program (a file, or -)"
     )
@@ -178,6 +184,37 @@ def parser(version: str) -> argparse.ArgumentParser:
         "the installed PySpark's); on a checkpoint written by an older Spark, the upgrade check",
     )
     restore.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _verbose(restore)
+
+    record = commands.add_parser(
+        "record-deploy",
+        help="Spark: keep the deployed query's fingerprint in its checkpoint folder",
+        description="At deploy time, write the fingerprint of the streaming query that runs on "
+        "CHECKPOINT into that folder (_opid_deployed.json, a file Spark ignores). "
+        "check-restore on the checkpoint then verifies the next version's state meaning "
+        "(windows, keys, aggregate inputs, which no checkpoint keeps) against it by itself. "
+        "The query: a saved fingerprint FINGERPRINT, or --spark MODULE:FUNCTION -- ARGS as "
+        "for fingerprint, planned with the settings the checkpoint pins.",
+    )
+    record.add_argument("path", metavar="CHECKPOINT", help="the query's checkpoint location")
+    record.add_argument(
+        "file", metavar="FINGERPRINT", nargs="?", help="the query's saved fingerprint"
+    )
+    record.add_argument(
+        "--spark",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="record the query FUNCTION(spark, *ARGS) returns (MODULE is imported from the "
+        "current directory)",
+    )
+    record.add_argument(
+        "--conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with --spark: a session setting, as production sets it (repeatable)",
+    )
+    record.add_argument("program_args", nargs="*", metavar="-- ARGS", help="FUNCTION's arguments")
 
     savepoint = commands.add_parser(
         "savepoint",
@@ -186,6 +223,7 @@ def parser(version: str) -> argparse.ArgumentParser:
     )
     savepoint.add_argument("path", metavar="PATH")
     savepoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _verbose(savepoint)
 
     checkpoint = commands.add_parser(
         "checkpoint",
@@ -213,7 +251,18 @@ def parser(version: str) -> argparse.ArgumentParser:
         "file also within OPID_MAX_INPUT_BYTES",
     )
     checkpoint.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_demonstrate(commands)
+    _verbose(checkpoint)
     return parser
+
+
+def _verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="say on stderr how many requests and bytes were read from a store (a URL)",
+    )
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import BinaryIO
 
 from pytest_opid.cli.arguments import UsageError
@@ -26,6 +25,7 @@ from pytest_opid.flink import (
     render_savepoint,
 )
 from pytest_opid.inputs import load_input
+from pytest_opid.io.storage import path_or_location
 from pytest_opid.render.explain import render
 from pytest_opid.render.picture import picture
 from pytest_opid.render.restore import render_restore
@@ -164,6 +164,26 @@ def check_restore_command(args: argparse.Namespace) -> tuple[int, str]:
     return code, render_restore(result) + "\n"
 
 
+def record_deploy_command(args: argparse.Namespace) -> tuple[int, str]:
+    """``opid record-deploy CHECKPOINT (FINGERPRINT | --spark MODULE:FUNCTION -- ARGS)``: the
+    running query's fingerprint kept in its checkpoint folder, for check-restore."""
+    if (args.file is None) == (args.spark is None):
+        raise UsageError(
+            "give the deployed query: opid record-deploy CHECKPOINT FINGERPRINT, or "
+            "opid record-deploy CHECKPOINT --spark MODULE:FUNCTION -- ARGS"
+        )
+    if args.file is not None and (args.conf or args.program_args):
+        raise UsageError("--conf and program arguments are for --spark")
+    from pytest_opid.spark import called_function, parse_conf, record_deploy
+
+    if args.spark is None:
+        path = record_deploy(args.path, load_input(args.file))
+    else:
+        with called_function(args.spark, args.program_args, parse_conf(args.conf)) as program:
+            path = record_deploy(args.path, program)
+    return EXIT_OK, f"recorded: {path}\n"
+
+
 def _program(args: argparse.Namespace) -> AbstractContextManager[object]:
     """The new program: a file (a saved fingerprint, snapshot or document), or with
     ``--spark MODULE:FUNCTION`` what the function returns, live in its session for the block,
@@ -244,7 +264,7 @@ def _jar_fingerprint(path: str, main_class: str | None, program_args: list[str])
 
 def pin_command(args: argparse.Namespace) -> tuple[int, str]:
     """``opid pin``: the setUidHash lines that freeze a Flink job's state IDs."""
-    path = Path(args.previous)
+    path = path_or_location(args.previous)
     previous: Savepoint | Fingerprint
     if path.exists() and is_savepoint(path):
         previous = read_savepoint(path)

@@ -138,4 +138,3 @@ def is_pyflink(obj: Any) -> bool:
     # By module name, without importing PyFlink: every PyFlink object comes here, and the
     # ones that are no job get a TypeError saying which are.
     return (type(obj).__module__ or "").startswith("pyflink.")
-

@@ -16,14 +16,19 @@ from pytest_opid.flink.restore import check_savepoint
 from pytest_opid.flink.rules import FlinkRules
 from pytest_opid.flink.savepoint import METADATA_FILE, read_savepoint
 from pytest_opid.inputs import fingerprint
+from pytest_opid.io.storage import Location
 from pytest_opid.restore import require_same_job
 from pytest_opid.result import Fingerprint, RestoreCheck
 
 __all__ = ["FlinkRestore", "is_savepoint"]
 
 
-def is_savepoint(path: Path) -> bool:
+def is_savepoint(path: Path | Location) -> bool:
     """A savepoint or retained checkpoint: a directory holding ``_metadata``, or that file."""
+    if isinstance(path, Location):  # in a store: from the folder's one listing
+        if path.is_dir():
+            return (path / METADATA_FILE).is_file()
+        return path.name == METADATA_FILE and path.is_file()
     try:
         if path.is_dir():  # a _metadata that is not a file: the reader says what it is
             meta = path / METADATA_FILE
@@ -42,10 +47,12 @@ class FlinkRestore:
     def __init__(self, rules: FlinkRules) -> None:
         self.rules = rules
 
-    def recognises(self, path: Path) -> bool:
+    def recognises(self, path: Path | Location) -> bool:
         return is_savepoint(path)
 
-    def check(self, previous: Path | Fingerprint, program: Any, options: Any) -> RestoreCheck:
+    def check(
+        self, previous: Path | Location | Fingerprint, program: Any, options: Any
+    ) -> RestoreCheck:
         new = fingerprint(program)
         allow = options.allow_non_restored_state
         if isinstance(previous, Fingerprint):

@@ -68,6 +68,9 @@ class FlinkRules:
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is None  # the only untagged fingerprints without state ids
 
+    def neutral(self, fp: Fingerprint) -> Fingerprint:
+        return fp  # one Flink version (2.3) is supported: nothing to translate
+
     def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
         return fp  # nothing machine-specific: IDs, names, parallelism
 

@@ -106,6 +106,7 @@ def _from_saved(saved: SavedForm, raw: bytes | str, omitted: int, kinds: Kinds) 
         map(itemgetter(2), saved.edges or ()),
         saved.plan or (),
         chain.from_iterable(saved.settings),
+        chain.from_iterable(saved.endpoints or ()),
     )
     # More keys in the text than the decoded objects hold means a repeated key.
     if key_count(raw_bytes, strings) != keys:
@@ -185,4 +186,5 @@ def _from_saved(saved: SavedForm, raw: bytes | str, omitted: int, kinds: Kinds) 
         None if saved.plan is None else tuple(saved.plan),
         tuple(map(tuple, saved.settings)),  # type: ignore[arg-type]
         engine_version=saved.engine_version,
+        endpoints=None if saved.endpoints is None else tuple(map(tuple, saved.endpoints)),  # type: ignore[arg-type]
     )

@@ -140,6 +140,7 @@ class SavedForm(Struct, forbid_unknown_fields=True, gc=False):
     edges: list[tuple[_Int32, _Int32, str]] | None = _default(None)
     plan: list[str] | None = _default(None)
     settings: list[tuple[str, str]] = _default(())
+    endpoints: list[tuple[str, str, str]] | None = _default(None)
 
 
 class SavedKeys(NamedTuple):

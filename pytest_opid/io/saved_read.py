@@ -99,6 +99,15 @@ class _Reader:
             if not (type(pair) is list and len(pair) == 2 and all(type(x) is str for x in pair)):
                 raise DocumentError(f"settings[{i}]: expected [name, value], two strings")
             settings.append((pair[0], pair[1]))
+        endpoints = None
+        if top.get("endpoints") is not None:
+            endpoints = []
+            for i, row in enumerate(self._list(top, "endpoints", "")):
+                if not (type(row) is list and len(row) == 3 and all(type(x) is str for x in row)):
+                    raise DocumentError(
+                        f"endpoints[{i}]: expected [endpoint, fact, value], three strings"
+                    )
+                endpoints.append((row[0], row[1], row[2]))
         return self.kinds.fingerprint(
             operators,
             vertices,
@@ -110,6 +119,7 @@ class _Reader:
             plan,
             tuple(settings),
             engine_version=engine_version,
+            endpoints=None if endpoints is None else tuple(endpoints),
         )
 
     def _strings(self, top: Mapping[str, Any], key: str) -> tuple[str, ...] | None:

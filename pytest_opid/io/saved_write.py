@@ -100,6 +100,7 @@ class _Out(Struct, gc=False):
     edges: list[list[int | str]] | UnsetType = UNSET
     plan: list[str] | UnsetType = UNSET
     settings: list[list[str]] | UnsetType = UNSET
+    endpoints: list[list[str]] | UnsetType = UNSET
 
 
 def _op_rows(operators: Sequence[Any]) -> list[SavedOperator]:
@@ -150,7 +151,7 @@ def _edge_rows(edges: Sequence[tuple[int, int, str]]) -> list[list[int | str]]:
     return list(map(list, edges))
 
 
-def _pair_rows(pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
+def _pair_rows(pairs: Sequence[tuple[str, ...]]) -> list[list[str]]:
     return list(map(list, pairs))
 
 
@@ -164,6 +165,7 @@ _LISTS: tuple[tuple[str, Any, Any], ...] = (
     ("edges", attrgetter("edges"), _as_is),
     ("plan", attrgetter("plan"), _as_is),
     ("settings", lambda fp: fp.settings or None, _pair_rows),
+    ("endpoints", attrgetter("endpoints"), _pair_rows),
 )
 
 
@@ -186,6 +188,7 @@ def _saved(fp: Any) -> _Out:
         rows(_edge_rows, fp.edges),
         rows(list, fp.plan),
         rows(_pair_rows, fp.settings or None),
+        rows(_pair_rows, fp.endpoints),
     )
 
 

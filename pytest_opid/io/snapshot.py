@@ -29,6 +29,7 @@ from pytest_opid.io.schema import fields_text, schema_text
 from pytest_opid.io.snapshot_format import (
     DETAILS,
     END,
+    ENDPOINTS,
     HEADER,
     HEADER_IDS_ONCE,
     IDS,
@@ -227,6 +228,9 @@ def _dumps(fp: Fingerprint, preamble: Sequence[str], marks: list[int] | None) ->
         lines += _table(
             ("position", "source"), [(str(i), quote(name)) for i, name in enumerate(fp.sources)]
         )
+    if fp.endpoints is not None:
+        lines += ["", ENDPOINTS]
+        lines += _table(("endpoint", "fact", "value"), [tuple(map(quote, r)) for r in fp.endpoints])
     if fp.plan is not None:
         lines += ["", PLAN, "# one operator per line, its inputs indented below it"]
         lines += map(_plan_text, fp.plan)

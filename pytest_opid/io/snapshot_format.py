@@ -58,6 +58,10 @@ MEANING = "[state meaning]"
 
 SOURCES = "[sources]"
 
+#: What a job reads and writes as a restart acts on it: one row per fact, so that a changed
+#: sink path is one changed line.
+ENDPOINTS = "[sinks and sources]"
+
 SETTINGS = "[settings]"
 
 PLAN = "[plan]"
@@ -79,13 +83,14 @@ SECTIONS = (
     STORES,
     MEANING,
     SOURCES,
+    ENDPOINTS,
     PLAN,
     STAGES,
     IDS,
 )
 
 #: Sections a format introduced (older formats do not have them).
-SINCE = {SETTINGS: 4, PLAN: 4, STAGES: 6, IDS: 6}
+SINCE = {SETTINGS: 4, PLAN: 4, ENDPOINTS: 5, STAGES: 6, IDS: 6}
 
 #: Sections format 6 no longer has (its [stages] and [ids] say it).
 UNTIL = {VERTICES: 5}

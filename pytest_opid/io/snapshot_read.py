@@ -33,6 +33,7 @@ from pytest_opid.io.snapshot_cells import (
 from pytest_opid.io.snapshot_format import (
     DETAILS,
     END,
+    ENDPOINTS,
     HEADER,
     HEADERS,
     IDS,
@@ -120,6 +121,7 @@ class _Reader:
         self.stores: dict[int, list[StateStore]] = {}
         self.meaning: dict[int, list[tuple[str, str]]] = {}
         self.sources: list[str] | None = None
+        self.endpoints: list[tuple[str, str, str]] | None = None
         self.settings: list[tuple[str, str]] = []
         self.setting_keys: set[str] = set()
         self.plan: list[str] | None = None
@@ -228,6 +230,8 @@ class _Reader:
             self.states = []
         elif line == SOURCES:
             self.sources = []
+        elif line == ENDPOINTS:
+            self.endpoints = []
         return line
 
     def _first_label(self, cells: Cells, number: int, where: str, what: str) -> str:
@@ -297,6 +301,15 @@ class _Reader:
             if int_cell(cells, 0, where) != len(self.sources):
                 raise DocumentError(f"{where}: sources must be numbered 0, 1, ... in order")
             self.sources.append(string_cell(cells, 1, where))
+        elif section == ENDPOINTS and self.endpoints is not None:
+            arity(cells, 3, where)
+            self.endpoints.append(
+                (
+                    string_cell(cells, 0, where),
+                    string_cell(cells, 1, where),
+                    string_cell(cells, 2, where),
+                )
+            )
         else:
             raise DocumentError(f"{where}: a row outside the [operators] section")
 
@@ -487,6 +500,7 @@ class _Reader:
             None if self.plan is None else tuple(self.plan),
             tuple(self.settings),
             engine_version=self.job.get("engine_version"),
+            endpoints=None if self.endpoints is None else tuple(self.endpoints),
         )
 
 

@@ -61,7 +61,7 @@ def marker_options(item: pytest.Item) -> tuple[Check | None, str | None]:
         )
     previous = marker.kwargs.get("previous")
     if previous is not None and not isinstance(previous, (str, Path)):
-        pytest.fail(f"@pytest.mark.{MARKER}: previous= takes a path", pytrace=False)
+        pytest.fail(f"@pytest.mark.{MARKER}: previous= takes a path or a URL", pytrace=False)
     check = marker.kwargs.get("check", marker.args[0] if marker.args else None)
     if check is None:
         check = item.config.stash[SESSION].default_check

@@ -37,6 +37,11 @@ __all__ = [
 ]
 
 
+#: The words of a failure from a changed state function (pytest_opid.spark.restart.meaning):
+#: what a plan cannot settle, and a demonstration can.
+FUNCTION_CHANGED = "the function that updates state/"
+
+
 class OpidRestoreWarning(UserWarning):
     """The engine would restore, but something is off: state handed to another operator, a
     setting the checkpoint pins that the new job changes, ..."""
@@ -81,6 +86,9 @@ class Recorder:
         self._stale: list[str] = []  # snapshots the check passed although their text differs
         self._other_versions: list[list[str]] = []  # of those, made with another engine version
         self._unnamed = 0
+        #: demonstrate_with(): the previous version of the recorded query, and the knobs
+        self._demonstrate: tuple[Any, dict[str, Any]] | None = None
+        self._objects: dict[int | str, Any] = {}  # what was recorded, by snapshot key
         self._location: Any = None  # syrupy's PyTestLocation of the test
         if self._marker is not None:
             self._check, self._name = marker_options(self._item)
@@ -130,7 +138,39 @@ class Recorder:
             )
         self._claim(key)
         self._entries.append(Entry(key, fp))
+        self._objects[key] = obj
         return fp
+
+    def demonstrate_with(self, previous: Any, **knobs: Any) -> None:
+        """Where a prediction cannot settle a recorded Spark query's restart (the function that
+        updates its state changed; ``previous=``'s checkpoint leaves its meaning not verified),
+        run it: :func:`pytest_opid.demonstrate` from ``previous`` (the query as it was: a
+        streaming DataFrame or ``DataStreamWriter``) to the recorded query, ``knobs`` passed on.
+        The demonstration is added to the failure (rows included); where the test accepts an
+        unverified meaning (``allow_unverified``), a "differs" or "refused" fails it and a "same"
+        is a warning (no difference found is no proof). The runs happen at the check.
+        """
+        self._demonstrate = (previous, knobs)
+
+    def demonstrate(self, previous: Any, new: Any, **knobs: Any) -> Any:
+        """Run :func:`pytest_opid.demonstrate` now; fail the test with the rows when the
+        restart differs or Spark refuses it; return the :class:`Demonstration` otherwise."""
+        from pytest_opid.spark import demonstrate
+
+        result = demonstrate(previous, new, **knobs)
+        if result.outcome != "same":
+            pytest.fail(safe(f"Demonstrated restart:\n{result.render()}"), pytrace=False)
+        return result
+
+    def _demonstrated(self, key: int | str) -> Any:
+        """The demonstration of ``demonstrate_with`` for the query recorded as ``key``, or
+        ``None`` where none was asked for (or the recording is not a Spark query)."""
+        if self._demonstrate is None or key not in self._objects:
+            return None
+        from pytest_opid.spark import demonstrate
+
+        previous, knobs = self._demonstrate
+        return demonstrate(previous, self._objects[key], **knobs)
 
     def _claim(self, key: int | str) -> None:
         """Claim the snapshot file ``key`` resolves to, or fail naming whoever claimed it first.
@@ -263,10 +303,28 @@ class Recorder:
                 continue
             failure = self._restore_failure(result, where, accept, self._allow_unverified())
             if failure is not None:
+                shown = None
+                if result.restorable and not result.meaning_verified:
+                    shown = self._demonstrated(entry.key)  # what a prediction could not say
+                if shown is not None:
+                    failure += f"\nDemonstrated restart:\n{shown.render()}"
                 failures.append(failure)
             else:
                 self._restore_warnings(result, f"Restore from {where}:")
+                if not result.meaning_verified:
+                    failures += self._settle(entry.key, f"Restore from {where}:")
         return failures
+
+    def _settle(self, key: int | str, title: str) -> list[str]:
+        """A "not verified" restart demonstrated (``demonstrate_with``): the failure when it
+        differs or Spark refuses, else a warning that says how much was tried."""
+        shown = self._demonstrated(key)
+        if shown is None:
+            return []
+        if shown.outcome != "same":
+            return [f"{title} not verified, and demonstrated:\n{shown.render()}"]
+        self._item.warn(OpidRestoreWarning(safe(f"{title} demonstrated: {shown.render()}")))
+        return []
 
     def _verify(self) -> list[str]:
         """Judge every recorded topology, then, only if every judgement passed, let syrupy
@@ -278,6 +336,11 @@ class Recorder:
         the test has passed, whatever the route (snapshot, ``previous=``, both) and the flags:
         a test that fails keeps every snapshot it owns byte for byte."""
         judged = [self._judge(entry) for entry in self._entries]
+        for j in judged:
+            if j.failure is not None and FUNCTION_CHANGED in j.failure:
+                shown = self._demonstrated(j.entry.key)
+                if shown is not None:
+                    j.failure += f"\nDemonstrated restart:\n{shown.render()}"
         failures = [j.failure for j in judged if j.failure is not None]
         failures += self._verify_restore()
         if failures:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_opid.io.storage import Location, is_url, locate
+
 if TYPE_CHECKING:
     pass
 
@@ -39,8 +41,11 @@ def snapshot_index(filename: str, base: str) -> int | str | None:
     return None
 
 
-def beside_test(item: pytest.Item, path: Any) -> Path:
-    """A path as the test wrote it: relative ones from the test file's folder."""
+def beside_test(item: pytest.Item, path: Any) -> Path | Location:
+    """A path as the test wrote it: relative ones from the test file's folder; a URL (the
+    store a production checkpoint lives in) as a :class:`Location`."""
+    if is_url(path):
+        return locate(path)
     path = Path(path)
     return path if path.is_absolute() else Path(item.path).parent / path
 

@@ -46,7 +46,7 @@ __all__ = [
     "new_assertion",
     "not_run",
     "syrupy_session",
-        "updating",
+    "updating",
 ]
 
 

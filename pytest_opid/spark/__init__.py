@@ -25,15 +25,21 @@ from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.checkpoint.slim import DEFAULT_BUDGET, slim_copy
 from pytest_opid.spark.checkpoint.text import render_text as render_checkpoint
 from pytest_opid.spark.checkpoint.text import watermark_iso
+from pytest_opid.spark.demonstration import Demonstration, demonstrate
+from pytest_opid.spark.demonstration.program import demonstrate_functions
 from pytest_opid.spark.engine import register
 from pytest_opid.spark.query.connect import serve, stop_serving
 from pytest_opid.spark.query.frontend import fingerprint, plan_graph
 from pytest_opid.spark.query.program import called_function, fingerprint_function, parse_conf
+from pytest_opid.spark.restore import record_deploy
 from pytest_opid.spark.versions import judged_for, judging_line
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "Demonstration",
     "called_function",
+    "demonstrate",
+    "demonstrate_functions",
     "fingerprint",
     "fingerprint_function",
     "judged_for",
@@ -41,6 +47,7 @@ __all__ = [
     "parse_conf",
     "plan_graph",
     "read_checkpoint",
+    "record_deploy",
     "register",
     "render_checkpoint",
     "serve",

@@ -12,14 +12,18 @@ key and aggregate expressions).
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.inputs import fingerprint
+from pytest_opid.io.storage import Location
 from pytest_opid.restore import require_same_job
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
+from pytest_opid.spark.deployed import read_record, with_record, write_record
+from pytest_opid.spark.query.state_reader import read_samples
 from pytest_opid.spark.restart.verdict import check_checkpoint, check_fingerprint
 from pytest_opid.spark.restart.written_by import check_written_by
 from pytest_opid.spark.versions import (
@@ -31,12 +35,13 @@ from pytest_opid.spark.versions import (
 )
 from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE
 
-__all__ = ["SparkRestore", "is_checkpoint"]
+__all__ = ["SparkRestore", "is_checkpoint", "record_deploy"]
 
 
-def is_checkpoint(path: Path) -> bool:
-    """A Structured Streaming checkpoint directory: its ``metadata`` file and offset log."""
-    return path.is_dir() and (path / "offsets").is_dir() and (path / "metadata").is_file()
+def is_checkpoint(path: Path | Location) -> bool:
+    """A Structured Streaming checkpoint directory: its offset log (and ``metadata`` file,
+    whose absence beside an offset log Spark refuses: the restart check says so)."""
+    return path.is_dir() and (path / "offsets").is_dir()
 
 
 class SparkRestore:
@@ -46,10 +51,12 @@ class SparkRestore:
     #: a checkpoint keeps schemas and names, not the plan (windows, key expressions)
     keeps_plan = False
 
-    def recognises(self, path: Path) -> bool:
+    def recognises(self, path: Path | Location) -> bool:
         return is_checkpoint(path)
 
-    def check(self, previous: Path | Fingerprint, program: Any, options: Any) -> RestoreCheck:
+    def check(
+        self, previous: Path | Location | Fingerprint, program: Any, options: Any
+    ) -> RestoreCheck:
         """Spark has no ``--allowNonRestoredState``: that option is Flink's and ignored."""
         if isinstance(previous, Fingerprint):
             new = program if isinstance(program, Fingerprint) else plan_restarted(previous, program)
@@ -57,18 +64,52 @@ class SparkRestore:
             return check_fingerprint(previous, new)
         checkpoint = read_checkpoint(previous)
         written_by = options.previous_fingerprint
+        record = None
         if written_by is not None:
             check_written_by(checkpoint, written_by, "the previous fingerprint")
+        else:  # the fingerprint recorded in the checkpoint at deploy, where there is one
+            record = read_record(previous, checkpoint)
+            written_by = record.fingerprint if record is not None else None
         if isinstance(program, Fingerprint):
-            return check_checkpoint(checkpoint, program, previous=written_by)
+            return with_record(record, check_checkpoint(checkpoint, program, previous=written_by))
         planned: Fingerprint | None
         # A Connect DataFrame's session too: its conf is the server-side session's, which the
         # replay plans in (or copies, replaying a remote plan locally).
         widened = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
         planned = _fingerprint_widened(program, widened)
+        # Without the old query's plan, the state's own rows show its windows (Spark's reader;
+        # a local checkpoint only: a store's would need Spark's own connector for it).
+        session = getattr(program, "sparkSession", None)
+        samples = (
+            read_samples(session, previous, checkpoint)
+            if written_by is None and session is not None and isinstance(previous, Path)
+            else None
+        )
         if planned is None:
-            return check_checkpoint(checkpoint, fingerprint(program), previous=written_by)
-        return check_checkpoint(checkpoint, planned, planned=True, previous=written_by)
+            check = check_checkpoint(
+                checkpoint, fingerprint(program), previous=written_by, samples=samples
+            )
+        else:
+            check = check_checkpoint(
+                checkpoint, planned, planned=True, previous=written_by, samples=samples
+            )
+        return with_record(record, check)
+
+
+def record_deploy(checkpoint: str | os.PathLike[str], program: Any) -> Path:
+    """Keep the running query's fingerprint in its checkpoint folder, for ``check_restore`` on
+    that checkpoint to judge the next version's meaning by. ``program``: the query started on
+    the checkpoint (a DataFrame, a ``StreamingQuery``), its fingerprint or a saved one; a live
+    one is planned as Spark plans it on that checkpoint (the state schema widening it pins),
+    where the checkpoint has started already. Returns the record's path."""
+    path = Path(checkpoint)
+    if isinstance(program, (Fingerprint, str, os.PathLike, dict)):
+        return write_record(path, fingerprint(program))
+    planned = None
+    if is_checkpoint(path):
+        widened = read_checkpoint(path).confs.get(ALWAYS_NULLABLE, "false")
+        planned = _fingerprint_widened(program, widened)
+    return write_record(path, planned if planned is not None else fingerprint(program))
 
 
 def plan_restarted(old: Fingerprint, program: Any) -> Fingerprint:
@@ -97,7 +138,7 @@ def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
     """``program``'s fingerprint planned with the state schema widening set to ``widened``
     (``"true"``/``"false"``), its session's setting restored after; ``None`` where the
     installed Spark has no such setting or the program no session."""
-    session = getattr(program, "sparkSession", None)
+    session = getattr(getattr(program, "_df", program), "sparkSession", None)
     if session is None or installed_line() < feature_line(WIDENING):
         return None
     before = session.conf.get(ALWAYS_NULLABLE, None)

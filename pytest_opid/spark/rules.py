@@ -21,9 +21,16 @@ from pytest_opid.comparison import Comparison, StateOperatorChange
 from pytest_opid.engine_rules import Check
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
+from pytest_opid.spark.renamings import current
 from pytest_opid.spark.restart.verdict import check_fingerprint
-from pytest_opid.spark.source_entries import short_source
-from pytest_opid.spark.words import KIND_WORDS, PICTURE_WORDS, RECORD_AFTER, other_version
+from pytest_opid.spark.source_entries import short_endpoint, short_source
+from pytest_opid.spark.words import (
+    KIND_WORDS,
+    NEW_LOCATION_EFFECTS,
+    PICTURE_WORDS,
+    RECORD_AFTER,
+    other_version,
+)
 from pytest_opid.text import plural, quote
 
 #: Rows listed per section of an explanation; ``opid diff --json`` has them all.
@@ -49,6 +56,11 @@ class SparkRules:
     def claims_untagged(self, fp: Fingerprint) -> bool:
         return fp.state_operators is not None  # before the tag, only Spark numbered state
 
+    def neutral(self, fp: Fingerprint) -> Fingerprint:
+        """``fp`` with Spark's renamings between its lines undone
+        (:func:`pytest_opid.spark.renamings.current`)."""
+        return current(fp)
+
     def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
         """File sources keep their format and folder name, not the folder's absolute path:
         a test's inputs usually live in a fresh temporary folder per run. State schemas lose
@@ -57,6 +69,9 @@ class SparkRules:
         here reads, so that the snapshot writes them in DDL form."""
         if fp.sources:
             fp = replace(fp, sources=tuple(short_source(s) for s in fp.sources))
+        if fp.endpoints:
+            # the sink's and the sources' folders likewise (a sink path change stays one line)
+            fp = replace(fp, endpoints=tuple(map(short_endpoint, fp.endpoints)))
         if fp.state_operators and any(
             _has_metadata(st.key_schema) or _has_metadata(st.value_schema)
             for s in fp.state_operators
@@ -424,7 +439,8 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
             return out + first[first.index("Fix:") + 1 :] + after
     if loses:
         out += _restart_fixes(c) or [
-            "  - run the changed query on a new checkpoint location (its state starts empty)",
+            "  - run the changed query on a new checkpoint location: its state starts empty, "
+            + NEW_LOCATION_EFFECTS,
         ]
     restaged = c.mode != "batch" or bool(_diffs(c).stages)
     if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch") and restaged:
@@ -435,7 +451,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
     elif _stages_changed(c):
         out += [
             "  - the query now reads another table, or shuffles, joins, groups or sorts by",
-            "    other keys (the Plan lines above): make sure the change is intended",
+            "    other keys: make sure the change is intended",
         ]
     if after:
         out += after

@@ -57,3 +57,16 @@ def short_source(text: str) -> str:
     folder = source.path.rstrip("/").rsplit("/", 1)[-1]
     prefix = f"@{source.name} " if source.name else ""
     return f"{prefix}FileSource {source.fmt} {SHORTENED}{folder}"
+
+
+#: The endpoint facts that name a folder (:attr:`~pytest_opid.result.Fingerprint.endpoints`).
+FOLDER_FACTS = frozenset({"path", "checkpointLocation", "option sourceArchiveDir"})
+
+
+def short_endpoint(row: tuple[str, str, str]) -> tuple[str, str, str]:
+    """An endpoint row as a committed snapshot keeps it: a folder shortened to its last
+    folder's name (``…/out``), as :func:`short_source` shortens a file source's path."""
+    endpoint, fact, value = row
+    if fact not in FOLDER_FACTS or not value or value.startswith(SHORTENED):
+        return row
+    return (endpoint, fact, SHORTENED + value.rstrip("/").rsplit("/", 1)[-1])

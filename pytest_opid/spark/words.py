@@ -5,31 +5,97 @@ place, so that every verdict offers the same fix in the same words."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from pytest_opid.engine_rules import EngineWords
 from pytest_opid.spark.restart.findings import StatefulOperator
 from pytest_opid.spark.versions import WIDENING, engine_line, feature_line
-from pytest_opid.spark.vocabulary import GROUPING_KEY, KIND_BY_NAME
+from pytest_opid.spark.vocabulary import GROUPING_KEY, KIND_BY_NAME, TRANSFORM_WITH_STATE
 from pytest_opid.text import printable, quote
 
+#: What a new checkpoint location does to the sink and the sources: every fix that offers one
+#: says it, so that no advice trades data for a green build (a file sink kept on its path
+#: skips the new query's first batches; foreachBatch is handed everything again).
+NEW_LOCATION_EFFECTS = (
+    "its sources start from their beginning (a file source reads every file in its path "
+    "again, rate starts from 0, Kafka from startingOffsets, by default latest: what arrived "
+    "since the old query's last batch is never read), and its sink is handed it all again: "
+    "a file sink needs a new, empty output path too (on the old one the new query's batch "
+    "ids 0, 1, ... are already in <path>/_spark_metadata and Spark skips them: rows lost); "
+    "a foreachBatch writer must skip the rows already written, or write idempotently by "
+    "the new query's batch ids (it is handed them again: rows duplicated)"
+)
+
 FIX_NEW_CHECKPOINT = (
-    "  - or run the changed query on a new checkpoint location: its state starts empty and "
-    "its sources start from their beginning (or startingOffsets)"
+    "  - or run the changed query on a new checkpoint location: its state starts empty, "
+    + NEW_LOCATION_EFFECTS
 )
 
 
 FIX_MEANING = (
     "\nFix:\n"
-    "  - run the changed query on a new checkpoint location: its state starts empty and "
-    "its sources start from their beginning (or startingOffsets)\n"
-    "  - or keep the state's definition as it was, and make the change in a new query"
+    "  - run the changed query on a new checkpoint location: its state starts empty, "
+    + NEW_LOCATION_EFFECTS
+    + "\n  - or keep the state's definition as it was, and make the change in a new query"
 )
 
 
-FIX_MIGRATE = (
-    '  - or migrate the state: read it with spark.read.format("statestore")'
-    '.option("operatorId", {n}).load("<checkpoint>") and rebuild it in the new query '
-    "(transformWithState takes it as initialState), on a new checkpoint location"
-)
+#: The most stateful operators a migration hint names (a query rarely has more).
+_MOST_MIGRATED = 4
+
+
+def fix_migrate(old: Sequence[StatefulOperator]) -> str:
+    """The fix that moves the old state over, naming every stateful operator of the OLD
+    checkpoint as Spark's state reader reads it back: its ``operatorId`` (the ``state/<n>``
+    folder it wrote), a join's ``joinSide`` (its four stores read as one per side) and a
+    transformWithState variable's ``stateVarName``, options of
+    ``org.apache.spark.sql.execution.datasources.v2.state.StateDataSource``. The same text for
+    every problem of one verdict, so that the fixes list it once."""
+    reads = []
+    for op in sorted(old, key=lambda o: o.number)[:_MOST_MIGRATED]:
+        what = f"state/{op.number}" + (f" ({printable(op.name)})" if op.name else "")
+        for options in _reader_options(op):
+            reads.append(
+                'spark.read.format("statestore")'
+                + "".join(f".option({json.dumps(k)}, {json.dumps(v)})" for k, v in options)
+                + f'.load("<checkpoint>") for {what}'
+            )
+    if len(old) > _MOST_MIGRATED:
+        reads.append(f"and so on for the other {len(old) - _MOST_MIGRATED} operators")
+    if not reads:
+        return ""
+    return (
+        "  - or migrate the state: read the old checkpoint's state with Spark's state reader ("
+        + "; ".join(reads)
+        + ") and rebuild it in the new query (transformWithState takes it as initialState), on "
+        "a new checkpoint location, where " + NEW_LOCATION_EFFECTS
+    )
+
+
+def _reader_options(op: StatefulOperator) -> list[list[tuple[str, object]]]:
+    """Spark state reader options per read of one old operator's state."""
+    base: list[tuple[str, object]] = [("operatorId", op.number)]
+    if op.name == "symmetricHashJoin" or any(
+        name.rpartition("/")[2].endswith("keyWithIndexToValue") for name in op.stores
+    ):
+        return [[*base, ("joinSide", side)] for side in ("left", "right")]
+    if op.name in TRANSFORM_WITH_STATE:
+        variables = sorted(
+            {
+                family
+                for name in op.stores
+                for family in [name.partition("/")[2]]
+                if family and not family.startswith(("$", "_"))
+            }
+        )
+        if variables:
+            return [[*base, ("stateVarName", v)] for v in variables]
+        return [base]
+    stores = sorted(op.stores)
+    if stores and "default" not in stores and len(stores) == 1:
+        return [[*base, ("storeName", stores[0])]]
+    return [base]
 
 
 def store_words(store: str) -> str:
@@ -70,10 +136,7 @@ def keep_advice(kind: str, store: str, which: str) -> str:
             return "deduplicate on the same columns with the same types, in the same order"
         if role == "join":
             return "join on the same key columns with the same types"
-        return (
-            "group by the same columns with the same types, in the same order (cast a changed "
-            'column back: F.col("k").cast("int"))'
-        )
+        return "group by the same columns with the same types, in the same order"
     if role == "aggregation":
         return (
             "keep the same aggregate functions with the same result types, in the same order "
@@ -96,6 +159,58 @@ def keep_advice(kind: str, store: str, which: str) -> str:
     return "keep it as it was"
 
 
+def key_advice(kind: str, stored: object, schema: object) -> str | None:
+    """How to keep a key as it was, from the user's own change (the fields of the stored key
+    and the new one, Spark's schema JSON): the columns to group by again, to cast back to their
+    old type, or to leave out; ``None`` where the fields cannot be read."""
+    was, now = _key_fields(stored), _key_fields(schema)
+    if was is None or now is None:
+        return None
+    role = KIND_BY_NAME[kind].role if kind in KIND_BY_NAME else ""
+    verb = {"deduplication": "deduplicate on", "join": "join on"}.get(role, "group by")
+    steps = []
+    names_now = dict(now)
+    removed = [n for n, _ in was if n not in names_now]
+    added = [n for n, _ in now if n not in dict(was)]
+    for name, kind_was in was:
+        kind_now = names_now.get(name)
+        if kind_now is not None and kind_now != kind_was and kind_was.isalpha():
+            steps.append(f'cast {name} back to {kind_was}: F.col("{name}").cast("{kind_was}")')
+    if removed:
+        steps.append(f"{verb} {', '.join(removed)} again")
+    if added:
+        steps.append(f"leave {', '.join(added)} out of the key")
+    if not steps:
+        return None
+    order = ", ".join(n for n, _ in was)
+    return f"{'; '.join(steps)}; the key was ({order}), in that order"
+
+
+def _key_fields(schema: object) -> list[tuple[str, str]] | None:
+    """A struct schema's top-level (name, type) pairs; a nested type as its JSON kind."""
+    try:
+        tree = json.loads(schema) if isinstance(schema, str) else schema
+    except (ValueError, RecursionError):
+        return None
+    fields = tree.get("fields") if isinstance(tree, dict) else None
+    if not isinstance(fields, list):
+        return None
+    out = []
+    for field in fields:
+        if not isinstance(field, dict):
+            return None
+        kind = field.get("type")
+        text = (
+            kind
+            if isinstance(kind, str)
+            else str(kind.get("type"))
+            if isinstance(kind, dict)
+            else "?"
+        )
+        out.append((printable(str(field.get("name"))), text))
+    return out
+
+
 def operator_label(op: StatefulOperator) -> str:
     return f"({printable(op.label)})" if op.label and op.label != op.name else ""
 
@@ -111,6 +226,9 @@ KIND_WORDS = {
     "state_config": "the state settings of state/{n}",
     "state_operators": "the stateful operators",
     "sources": "the sources",
+    "sink": "the sink",
+    "checkpoint": "the checkpoint's own files",
+    "outputMode": "the output mode",
 }
 
 

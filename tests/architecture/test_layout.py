@@ -180,6 +180,7 @@ def test_public_api_is_all():
         "ChainingStrategy",
         "Check",
         "Comparison",
+        "Demonstration",
         "DocumentError",
         "Edge",
         "ExchangeMode",
@@ -201,6 +202,7 @@ def test_public_api_is_all():
         "check_restore",
         "compare",
         "compute",
+        "demonstrate",
         "fingerprint",
         "explain",
     }

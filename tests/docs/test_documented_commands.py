@@ -68,13 +68,24 @@ ELSEWHERE = {
         "not run: a case of tests/data/spark-restart (its verdict: "
         "tests/spark/restart/test_restart_data.py)"
     ),
+    "python tools/judge_sources_sinks.py tests/data/sources-sinks -v": (
+        "not run: the whole corpus, about 3 minutes (a sample of it: "
+        "tests/spark/restart/test_sink_restarts.py)"
+    ),
+    "opid demonstrate --spark examples.spark.sessions:thirty_minutes --spark "
+    "examples.spark.sessions:ten_minutes --seed 41 --examples 8 -- /tmp/opid-sessions": (
+        "tests/spark/test_demonstrate_cli.py (in the test's session, its own folder)"
+    ),
     "opid check-restore a.opid b.json": (
         "not run: a case of tests/data/tws-restart (its verdict: "
         "tests/spark/restart/test_transform_with_state_restarts.py)"
     ),
 }
 #: Pages whose commands another test runs, as written.
-OWNED = {"pyspark-checkpoints.md": "tests/spark/test_readme_walkthrough.py"}
+OWNED = {
+    "pyspark-checkpoints.md": "tests/spark/test_readme_walkthrough.py",
+    "checkpoints-where-they-live.md": "tests/storage/test_documented_storage.py",
+}
 
 
 def _command(line: str) -> str:

@@ -136,7 +136,7 @@ def test_a_stages_check_fails_on_stages_only_and_says_so(baseline):
 )
 def test_fixes_of_several_problems_are_listed_once_first_choice_first(spark, events_dir):
     """A deduplication dropped and the grouping key widened: two problems, each with its own
-    fix, and the shared alternatives (new checkpoint, migrate state/<n>) once each."""
+    fix, and the shared alternatives (new checkpoint, migrate the old state) once each."""
     import pytest_opid
     from tests.spark.spark_checks import EVENTS_SCHEMA
 
@@ -152,15 +152,19 @@ def test_fixes_of_several_problems_are_listed_once_first_choice_first(spark, eve
     fixes = " ".join(text[text.index("How to fix:") :].split())
     order = [
         fixes.index("- keep the stateful operators"),
-        fixes.index("- keep the state's key as it was: group by the same columns"),
+        # the user's own change: user was added to the key
+        fixes.index("- keep the state's key as it was: leave user out of the key"),
         fixes.index("- or run the changed query on a new checkpoint location"),
-        fixes.index('- or migrate the state: read it with spark.read.format("statestore")'),
+        fixes.index("- or migrate the state: read the old checkpoint's state with Spark's state"),
         fixes.index("Then, once the changed query runs one of these ways, record it as the new"),
     ]
     assert order == sorted(order)
     assert fixes.count("or run the changed query on a new checkpoint location") == 1
     assert fixes.count("or migrate the state") == 1
-    assert '.option("operatorId", <n>)' in fixes
+    # the old query's operators, where its state is: the aggregation at state/0, the
+    # deduplication at state/1 (Spark numbers parents before children)
+    assert '.option("operatorId", 0).load("<checkpoint>") for state/0 (stateStoreSave)' in fixes
+    assert '.option("operatorId", 1).load("<checkpoint>") for state/1 (dedupe)' in fixes
     for word in FLINK_WORDS:
         assert word not in text, word
 

@@ -17,6 +17,7 @@ from pytest_opid.flink.savepoint.metadata import MetadataReader
 from pytest_opid.flink.savepoint.metadata_input import show_origin
 from pytest_opid.flink.savepoint.model import Savepoint, StateFile
 from pytest_opid.io.json import open_regular
+from pytest_opid.io.storage import Location, is_url, locate
 from pytest_opid.text import quote
 
 __all__ = ["METADATA_FILE", "read_savepoint", "referenced_files"]
@@ -87,12 +88,33 @@ def _os_error(exc: Exception) -> str:
     return quote(text, 80)[1:-1]
 
 
-def read_savepoint(path: str | os.PathLike[str]) -> Savepoint:
+def read_savepoint(path: str | os.PathLike[str] | Location) -> Savepoint:
     """Read a savepoint or checkpoint: its directory (holding ``_metadata``) or the
-    ``_metadata`` file itself."""
+    ``_metadata`` file itself, a local path or a URL (``s3://``, ``gs://``...; only
+    ``_metadata`` is read there)."""
+    if isinstance(path, Location) or is_url(path):
+        remote = _remote_metadata(locate(path))
+        return MetadataReader(remote.read_bytes(_MAX_FILE_SIZE), str(remote)).parse()
     metadata = _metadata_path(path)
     with _mapped(metadata) as data:
         return MetadataReader(data, str(metadata)).parse()
+
+
+def _remote_metadata(where: Location) -> Location:
+    """The ``_metadata`` in a store: the folder's (found by one listing) or the file given."""
+    if where.is_local:
+        return where / METADATA_FILE if Path(where.path).is_dir() else where
+    if where.is_dir():
+        metadata = where / METADATA_FILE
+        if not metadata.is_file():
+            raise DocumentError(
+                f"{where}: no {METADATA_FILE} file in this folder, so not a savepoint or "
+                "checkpoint"
+            )
+        return metadata
+    if not where.is_file():
+        raise DocumentError(f"{where}: no such file or folder")
+    return where
 
 
 def referenced_files(path: str | os.PathLike[str]) -> tuple[StateFile, ...]:

@@ -35,10 +35,13 @@ _FILE_SOURCE_LOG_VERSION = 1
 _MAX_LOG_BATCHES = 1_000_000  # file source log batches one query batch may span
 
 
-def read_query_id(r: CheckpointReader) -> str:
-    # StreamMetadata: the file `metadata`, {"id": "<query id>"}.
+def read_query_id(r: CheckpointReader) -> str | None:
+    # StreamMetadata: the file `metadata`, {"id": "<query id>"}. None where it is missing
+    # beside an offset log: Spark refuses such a checkpoint (the restart check says so).
     rel = "metadata"
     if not r.is_file(rel):
+        if r.is_dir("offsets"):
+            return None
         r.fail(rel, "missing: not a Spark streaming checkpoint (no stream metadata file)")
     obj = r.json(rel, r.read_text(rel), "the stream metadata")
     if not isinstance(obj, dict):
@@ -233,6 +236,14 @@ def read_sources(
         if _file_source_log_offset(offset) is not None:
             end = _file_source_log_offset(committed.get(source_id))
             start = _file_source_log_offset(before.get(source_id))
+            if (
+                end is not None
+                and safe_component(source_id)
+                and not r.is_dir(f"sources/{source_id}")
+            ):
+                # the log folder is gone: Spark fails the restart (the restart check says so)
+                out.append(SourceOffset(position, source_id, offset, None, log_missing=end))
+                continue
             files = (
                 ()
                 if end is None

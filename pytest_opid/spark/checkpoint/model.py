@@ -47,6 +47,9 @@ class SourceOffset:
     source_id: str
     offset: str | None
     files: tuple[str, ...] | None = None
+    #: a file source whose log folder ``sources/<source_id>`` is missing: the log batch its
+    #: last committed batch ended at (Spark cannot list that batch's files again)
+    log_missing: int | None = None
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,8 @@ class Checkpoint:
     """
 
     path: str
-    query_id: str
+    #: the query id of ``metadata``; ``None`` where that file is missing beside an offset log
+    query_id: str | None
     offset_log_version: int | None
     last_batch: int | None
     last_committed_batch: int | None

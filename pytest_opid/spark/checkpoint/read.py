@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from types import MappingProxyType
 
+from pytest_opid.io.storage import Location
 from pytest_opid.spark.checkpoint.files import CheckpointReader, batch_files
 from pytest_opid.spark.checkpoint.logs import (
     read_commit_watermark,
@@ -28,15 +29,22 @@ from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.operators import read_operators
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
-    """Read the checkpoint directory ``path`` (the query's ``checkpointLocation``).
+def read_checkpoint(path: str | os.PathLike[str] | Location) -> Checkpoint:
+    """Read the checkpoint directory ``path`` (the query's ``checkpointLocation``): a local
+    path or a URL (``s3://``, ``s3a://``, ``gs://``, ``abfss://``...; see
+    :mod:`pytest_opid.io.storage`).
 
     Raises :class:`DocumentError` for anything that is not a readable Spark checkpoint.
     """
-    root = os.fspath(path)
-    r = CheckpointReader(root)
-    if not os.path.isdir(root):
-        r.fail("", "not a directory")
+    r = CheckpointReader(path)
+    root = r.root
+    if r.location.is_local:
+        if not os.path.isdir(root):
+            r.fail("", "not a directory")
+    else:
+        # One listing of the root: what the checkpoint holds (metadata, offsets/, commits/,
+        # state/, sources/), and a missing bucket or folder said at once.
+        r.listdir("")
     query_id = read_query_id(r)
     if not r.is_dir("offsets"):
         r.fail("offsets", "missing: not a Spark streaming checkpoint (no offset log)")

@@ -36,6 +36,9 @@ from types import FrameType
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import input_limit, not_regular, open_regular
+from pytest_opid.io.storage import Location, is_url, locate
+from pytest_opid.spark.checkpoint.files import RECORD_NAME
+from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.text import printable
 
@@ -49,7 +52,7 @@ _CHUNK = 1024 * 1024
 
 
 #: Top-level entries of a checkpoint that the reader uses, copied whole (but their .crc files).
-_KEPT = ("metadata", "offsets", "commits", "sources")
+_KEPT = ("metadata", "offsets", "commits", "sources", RECORD_NAME)
 
 
 #: Folders under ``state/<op>/...`` whose files are metadata and schemas, never state data.
@@ -91,18 +94,84 @@ def slim_copy(
     Spark checkpoint, when ``dest`` exists (it is never overwritten), when a kept entry is not a
     regular file or the copy would exceed ``budget`` bytes, when the copy would not read as
     the original, or on an interrupt; ``dest`` then does not exist."""
+    if is_url(src):  # a checkpoint in a store: SRC as a URL, DEST a local folder
+        return _slim_remote(locate(src), Path(dest), budget)
     source, target = Path(src), Path(dest)
     original = read_checkpoint(source)  # names the fault of anything that is not a checkpoint
-    if target.exists() or target.is_symlink():
-        raise DocumentError(
-            f"{printable(str(target))}: already exists; give a new directory to write the copy to"
-        )
+    _check_target(target)
     if target.resolve().is_relative_to(source.resolve()):
         raise DocumentError(
             f"{printable(str(target))}: inside the checkpoint {printable(str(source))}; give a "
             "folder outside it"
         )
     kept, skipped = _plan(source, budget)
+    _write(target, lambda temporary: _copy(source, temporary, kept, budget), original)
+    every = _sizes(source, lambda _rel: True)
+    return SlimCopy(
+        str(target),
+        len(kept),
+        sum(kept.values()),
+        len(every),
+        sum(every.values()),
+        tuple("/".join(rel) for rel in skipped),
+    )
+
+
+def _check_target(target: Path) -> None:
+    if target.exists() or target.is_symlink():
+        raise DocumentError(
+            f"{printable(str(target))}: already exists; give a new directory to write the copy to"
+        )
+
+
+def _slim_remote(source: Location, target: Path, budget: int) -> SlimCopy:
+    """The slim copy of a checkpoint in a store: one recursive listing, then only the kept
+    files read (each whole, within the budget), written and read back as for a local one."""
+    original = read_checkpoint(source)
+    _check_target(target)
+    every = {tuple(rel.split("/")): size for rel, size in source.walk()}
+    kept: dict[tuple[str, ...], int] = {}
+    per_file, total = min(budget, input_limit()), 0
+    for rel, size in sorted(every.items()):
+        if not _keeps(rel):
+            continue
+        where = source.child(*rel)
+        if size > per_file:
+            raise DocumentError(
+                f"{where}: {_size(size)}, over the {_size(per_file)} a kept file may hold "
+                "(--max-bytes, OPID_MAX_INPUT_BYTES); not a file Spark wrote as metadata?"
+            )
+        total += size
+        if total > budget:
+            raise DocumentError(
+                f"{where}: the copy would exceed {_size(budget)} in all; raise it with "
+                "--max-bytes if the checkpoint's metadata is really that large"
+            )
+        kept[rel] = size
+
+    def copy(temporary: Path) -> None:
+        for rel in every:  # the partition folders (a checkpoint before Spark 3.5 counts them)
+            if len(rel) > 3 and rel[0] == "state" and rel[2].isdigit():
+                (temporary / "state" / rel[1] / rel[2]).mkdir(parents=True, exist_ok=True)
+        for rel, size in sorted(kept.items()):
+            data = source.child(*rel).read_bytes(size)
+            if len(data) != size:
+                raise DocumentError(f"{source.child(*rel)}: changed while it was copied")
+            destination = temporary.joinpath(*rel)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with open(destination, "xb") as out:
+                out.write(data)
+
+    _write(target, copy, original)
+    return SlimCopy(
+        str(target), len(kept), sum(kept.values()), len(every), sum(every.values())
+    )
+
+
+def _write(target: Path, copy: Callable[[Path], None], original: Checkpoint) -> None:
+    """Write the copy into a hidden folder beside ``target`` with ``copy``, check that it
+    reads as ``original``, and rename it to ``target``; nothing is left on failure."""
+    source = original.path
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.parent / f".{target.name[:100]}.{secrets.token_hex(6)}.tmp"
@@ -113,9 +182,9 @@ def slim_copy(
         ) from None
     try:
         with _terminate_as_interrupt():
-            _copy(source, temporary, kept, budget)
-            copy = read_checkpoint(temporary)
-            if _comparable(copy.to_dict()) != _comparable(original.to_dict()):
+            copy(temporary)
+            copied = read_checkpoint(temporary)
+            if _comparable(copied.to_dict()) != _comparable(original.to_dict()):
                 raise DocumentError(
                     f"{printable(str(source))}: the copy without state data does not read as "
                     "the checkpoint; keep the whole checkpoint instead"
@@ -140,15 +209,6 @@ def slim_copy(
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
-    every = _sizes(source, lambda _rel: True)
-    return SlimCopy(
-        str(target),
-        len(kept),
-        sum(kept.values()),
-        len(every),
-        sum(every.values()),
-        tuple("/".join(rel) for rel in skipped),
-    )
 
 
 @contextlib.contextmanager

@@ -69,7 +69,8 @@ def _watermark_text(ms: int | None) -> str:
 
 def _lines_of(cp: Checkpoint) -> Iterator[str]:
     yield f"checkpoint {_name(cp.path)}"
-    yield f"  query id: {_name(cp.query_id)}"
+    missing = "- (metadata file missing)"
+    yield f"  query id: {_name(cp.query_id) if cp.query_id is not None else missing}"
     yield (
         f"  offset log: v{cp.offset_log_version}, last batch {cp.last_batch}, "
         f"last committed batch {cp.last_committed_batch}"

@@ -17,26 +17,39 @@ from pytest_opid.spark.vocabulary import SCHEMA_CHECK
 __all__ = ["ACCEPTED", "fingerprint", "is_pyspark", "pandas_hint", "plan_graph"]
 
 #: what the frontend accepts, for the error that lists every frontend's
-ACCEPTED = "a PySpark DataFrame (batch or streaming) or StreamingQuery, classic or Spark Connect"
+ACCEPTED = (
+    "a PySpark DataFrame (batch or streaming), DataStreamWriter or StreamingQuery, classic or "
+    "Spark Connect"
+)
 
 
 def fingerprint(obj: Any) -> Fingerprint:
-    """The fingerprint of a DataFrame, a streaming DataFrame or a ``StreamingQuery`` (classic
-    or Spark Connect: :mod:`.connect` replays a Connect one's plan)."""
+    """The fingerprint of a DataFrame, a streaming DataFrame, a ``DataStreamWriter`` (its sink
+    and sources recorded too, never started) or a ``StreamingQuery`` (classic or Spark Connect:
+    :mod:`.connect` replays a Connect one's plan)."""
     note = None
     if is_connect(obj):
         obj, note = replay(obj)
-    fp = fingerprint_graph(plan_graph(obj))
+    graph, endpoints = _graph_and_endpoints(obj)
+    fp = fingerprint_graph(graph)
     # the Spark that planned it: its line's restart rules judge a checkpoint it writes
-    return dataclasses.replace(fp, note=note, engine_version=installed_version())
+    return dataclasses.replace(
+        fp, note=note, engine_version=installed_version(), endpoints=endpoints
+    )
 
 
 def plan_graph(obj: Any) -> SparkPlanGraph:
     """Read the physical plan of ``obj`` from the JVM and convert it."""
     if is_connect(obj):
         obj = replay(obj).obj
+    return _graph_and_endpoints(obj)[0]
+
+
+def _graph_and_endpoints(
+    obj: Any,
+) -> tuple[SparkPlanGraph, tuple[tuple[str, str, str], ...] | None]:
     reading = read_plan(obj)
-    return graph_from_plan(
+    graph = graph_from_plan(
         reading.plan_json,
         leaves=reading.leaves,
         streaming=reading.streaming,
@@ -47,6 +60,7 @@ def plan_graph(obj: Any) -> SparkPlanGraph:
         shuffle_partitions=reading.shuffle_partitions,
         schema_check=_schema_check(obj) if reading.streaming else True,
     )
+    return graph, reading.endpoints
 
 
 def _schema_check(obj: Any) -> bool:
@@ -54,6 +68,7 @@ def _schema_check(obj: Any) -> bool:
     (``spark.sql.streaming.stateStore.stateSchemaCheck``, a session conf the checkpoint does
     not keep). A query's own session is read through its JVM object."""
     try:
+        obj = getattr(obj, "_df", obj)  # a DataStreamWriter: its DataFrame's session
         session = getattr(obj, "sparkSession", None)
         if session is not None:
             value = session.conf.get(SCHEMA_CHECK, "true")

@@ -68,6 +68,9 @@ class PlanReading(NamedTuple):
     node_texts: dict[int, str] | None = None
     #: a batch plan's session ``spark.sql.shuffle.partitions`` (``None``: not a number)
     shuffle_partitions: int | None = None
+    #: a DataStreamWriter's or StreamingQuery's sink and sources as ``(endpoint, fact,
+    #: value)`` rows (:mod:`pytest_opid.spark.query.endpoints`); ``None`` for a DataFrame
+    endpoints: tuple[tuple[str, str, str], ...] | None = None
 
 
 #: An expression id in Spark's text of an expression (``ts#12``, ``id#3L``).

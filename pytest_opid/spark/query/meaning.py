@@ -39,6 +39,7 @@ from pytest_opid.spark.query.expressions import (
     expr_id,
     expression_tree,
 )
+from pytest_opid.spark.renamings import expression_class
 
 _MODES = {"Append": "append", "Update": "update", "Complete": "complete"}
 
@@ -165,7 +166,7 @@ def _session(plan: MeaningPlan, flat: Any) -> str:
             if text not in times:
                 times.append(text)
         elif (
-            node.cls == "TimestampAddInterval"
+            expression_class(node.cls) == "TimestampAddInterval"  # TimeAdd before Spark 4.1
             and len(node.children) == 2
             and node.children[1].cls != "Literal"  # a dynamic gap: an expression per row
         ):

@@ -129,6 +129,12 @@ def called_function(
                         spark.conf.set(key, value)
 
 
+def local_session(settings: dict[str, str]) -> tuple[Any, bool]:
+    """A session with ``settings`` (the running one, if any, else a new local one, Spark's
+    start-up noise kept off the terminal) and whether it was started here."""
+    return _session(settings)
+
+
 def _session(settings: dict[str, str]) -> tuple[Any, bool]:
     """The session to call the function with, and whether it was started here."""
     try:
@@ -178,6 +184,10 @@ def _quiet_stderr() -> Iterator[Callable[[], list[str]]]:
 def _tail(sink: Any) -> list[str]:
     sink.seek(0)
     return list(sink.read()[-4096:].decode("utf-8", "replace").splitlines())
+
+
+def first_line(text: str) -> str:
+    return _first_line(text)
 
 
 def _first_line(text: str) -> str:

@@ -17,6 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_opid.spark.query.endpoints import (
+    SINK,
+    is_writer,
+    query_sink_rows,
+    read_writer,
+    source_rows,
+)
 from pytest_opid.spark.query.jvm import (
     CACHED,
     IN_SET,
@@ -26,7 +33,10 @@ from pytest_opid.spark.query.jvm import (
     PlanReading,
 )
 
-_ACCEPTED = "a PySpark DataFrame (batch or streaming) or StreamingQuery of a classic SparkSession"
+_ACCEPTED = (
+    "a PySpark DataFrame (batch or streaming), DataStreamWriter or StreamingQuery of a classic "
+    "SparkSession"
+)
 
 
 def read_plan(obj: Any) -> PlanReading:
@@ -43,13 +53,32 @@ def read_plan(obj: Any) -> PlanReading:
     from pyspark.sql import DataFrame  # lazy: pyspark is an optional extra
     from pyspark.sql.streaming import StreamingQuery
 
+    if is_writer(obj):
+        jvm = Jvm.get()
+        jdf = obj._df._jdf
+        analyzed = jdf.queryExecution().analyzed()
+        try:
+            writing = read_writer(obj)
+            written = source_rows(jvm.jvm, analyzed, jdf.sparkSession()) + tuple(
+                (SINK, f, v) for f, v in writing.facts
+            )
+        except Exception:  # py4j: a writer this Spark version keeps differently
+            reading = _streaming_reading(jvm, jdf.sparkSession(), analyzed, None)
+            return reading  # as its DataFrame: no sink recorded (the verdict says so)
+        reading = _streaming_reading(jvm, jdf.sparkSession(), analyzed, writing.output_mode)
+        return reading._replace(output_mode_known=True, endpoints=written)
     if isinstance(obj, StreamingQuery):
         jvm = Jvm.get()
         execution = obj._jsq.streamingQuery()
         session = _stream_session(execution)
         analyzed = execution.analyzedPlan()
         reading = _streaming_reading(jvm, session, analyzed, execution.outputMode())
-        return reading._replace(output_mode_known=True)
+        rows: tuple[tuple[str, str, str], ...] | None
+        try:
+            rows = source_rows(jvm.jvm, analyzed, session) + query_sink_rows(execution)
+        except Exception:  # py4j: a query this Spark version keeps differently
+            rows = None
+        return reading._replace(output_mode_known=True, endpoints=rows)
     if not isinstance(obj, DataFrame):
         hint = ""
         if module.startswith("pandas"):

@@ -9,17 +9,19 @@ operator as not verified, with how to verify it (:data:`CHECK_WITH_PREVIOUS`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opid.result import UNKNOWN
+from pytest_opid.spark.checkpoint.state_rows import StateSample
 from pytest_opid.spark.restart.meaning import (
-    ORDER_EFFECT,
     Change,
     bare,
     fact_families,
+    order_effect,
     reinterpreted_effect,
     single_fact,
 )
@@ -40,12 +42,15 @@ def checkpoint_meaning(
     stored: Mapping[str, tuple[str | None, str | None]],
     new_stores: Mapping[str, tuple[str | None, str | None]],
     new: Sequence[tuple[str, str]],
+    sample: StateSample | None = None,
+    rows_read: bool = False,
 ) -> list[Change]:
     """:func:`~.meaning.compare_meaning`'s judgement against a checkpoint, which records no
     plan: only the names of the state's key and value fields (``state/<n>/.../_metadata/
     schema``). A key field of the old name that the new query reads from a column of that name
     is the same key; one the new query computes under the old name cannot be told apart, which
-    the change says."""
+    the change says. A window's durations are judged by the bounds of the windows in the
+    state's rows, where ``sample`` holds some (``rows_read``: the rows were asked for)."""
     head = f"state/{number} ({operator})"
     old_key, old_value = (_names(s) for s in stored.get("default", (None, None)))
     new_key, new_value = (_names(s) for s in new_stores.get("default", (None, None)))
@@ -74,7 +79,7 @@ def checkpoint_meaning(
                     changed.append(f"key {i} was {was}, is now {bare(value)}")
             if changed:
                 if sorted(old_names) == sorted(new_names):
-                    effect = ORDER_EFFECT["key"]
+                    effect = order_effect("key", old_names, new_names)
                 else:
                     was, now = changed[0].split(" was ", 1)[1].split(", is now ", 1)
                     effect = reinterpreted_effect(operator, "key", was, now)
@@ -133,7 +138,17 @@ def checkpoint_meaning(
     # What a checkpoint cannot show: said once per operator, never guessed.
     unchecked = []
     if windows:
-        unchecked.append(f"the window's duration, slide or gap (now {', '.join(windows)})")
+        judged = window_evidence(head, windows, sample)
+        if isinstance(judged, Change):
+            out.append(judged)
+        elif judged is None:
+            why = _not_read(sample, rows_read)
+            unchecked.append(f"the window's duration, slide or gap (now {', '.join(windows)}{why})")
+        else:  # the rows keep each window's bounds, not the column its time was read from
+            unchecked.append(
+                f"the time column of the window (now {', '.join(windows)}; its duration, slide "
+                "or gap match the windows in the state's rows, which do not name the column)"
+            )
     inputs = [bare(v) for v in facts.get("aggregate", []) if _reads_columns(bare(v))]
     if aggregates and inputs:
         unchecked.append(f"the aggregates' input columns (now {', '.join(inputs)})")
@@ -153,7 +168,7 @@ def checkpoint_meaning(
     if unchecked:
         out.append(
             Change(
-                "window_meaning" if windows else "state_meaning",
+                "window_meaning" if unchecked[0].startswith("the window") else "state_meaning",
                 False,
                 f"{head}: not verified: {'; '.join(unchecked)}; the checkpoint keeps the "
                 f"state's field names and types, not the plan. {CHECK_WITH_PREVIOUS}",
@@ -163,11 +178,135 @@ def checkpoint_meaning(
     return out
 
 
+def _not_read(sample: StateSample | None, rows_read: bool) -> str:
+    """Why the state's rows said nothing about a window, for the not-verified line."""
+    if not rows_read:
+        return (
+            "; the state's rows, which hold each window's bounds, were not read: no "
+            "SparkSession at hand; check the program itself (opid check-restore CHECKPOINT "
+            "--spark MODULE:FUNCTION) to have them read"
+        )
+    if sample is None or sample.not_read:
+        return f"; Spark's state reader read no row: {sample.not_read if sample else 'no window'}"
+    if not sample.rows:
+        return "; the state holds no window now"
+    return "; the windows in the state's rows fit both"
+
+
+_DURATION = re.compile(r"([0-9]+) (day|hour|minute|second|millisecond|microsecond)s?\b")
+_MICROS = {
+    "day": 86_400_000_000,
+    "hour": 3_600_000_000,
+    "minute": 60_000_000,
+    "second": 1_000_000,
+    "millisecond": 1_000,
+    "microsecond": 1,
+}
+
+
+def durations(fact: str) -> list[int]:
+    """The durations a window fact names, in microseconds, in its order
+    (``sliding window(ts, 10 minutes, 5 minutes)`` -> window, slide)."""
+    return [int(n) * _MICROS[unit] for n, unit in _DURATION.findall(fact)]
+
+
+def window_evidence(
+    head: str, windows: Sequence[str], sample: StateSample | None
+) -> Change | bool | None:
+    """The new query's window judged by the windows in the state's rows: a :class:`Change`
+    where they show another window, ``True`` where they show its durations (not its time
+    column, which no row names), ``None`` where they cannot tell (no rows, a window whose
+    durations the fact does not give plainly).
+
+    A time window's row keeps its ``start`` and ``end``: their difference is the window's
+    duration, every start lies on the slide's grid, and one event's windows (all still in the
+    state for the newest events) start one slide apart. A session's row keeps its bounds: a
+    session of one event spans exactly the gap, and none spans less."""
+    if sample is None or len(windows) != 1:
+        return None
+    fact = windows[0]
+    spans = durations(fact)
+    if fact.startswith("session_window(") and len(spans) == 1 and sample.sessions:
+        gap = spans[0]
+        shortest = min(end - start for start, end in sample.sessions)
+        if shortest < gap:
+            return _window_changed(
+                head,
+                fact,
+                f"the state's sessions span as little as {_text(shortest)} (a session is at "
+                "least its gap long), so its gap was shorter",
+            )
+        return True if shortest == gap else None
+    if not sample.windows or not fact.startswith(("tumbling window(", "sliding window(")):
+        return None
+    sliding = fact.startswith("sliding")
+    if len(spans) != (2 if sliding else 1):
+        return None  # a start offset, or durations not given plainly
+    size, slide = (spans[0], spans[1]) if sliding else (spans[0], spans[0])
+    sizes = sorted({end - start for start, end in sample.windows})
+    if sizes != [size]:
+        return _window_changed(
+            head,
+            fact,
+            f"the state's windows are {', '.join(map(_text, sizes))} long",
+        )
+    if any(start % slide for start, _ in sample.windows):
+        return _window_changed(
+            head,
+            fact,
+            f"the state's windows start off the {_text(slide)} grid (another slide or start time)",
+        )
+    starts = sorted({start for start, _ in sample.windows})
+    steps = {b - a for a, b in itertools.pairwise(starts)}
+    closest = min(steps) if steps else None
+    if sliding:
+        if closest == slide:
+            return True
+        if sample.complete and (closest is None or closest > slide):
+            return _window_changed(
+                head,
+                fact,
+                f"no two of the state's windows start {_text(slide)} apart, as one event's "
+                "windows would (the state was written by windows that do not overlap)",
+            )
+        return None
+    if closest is not None and closest < size:
+        return _window_changed(
+            head,
+            fact,
+            f"the state's windows start {_text(closest)} apart and overlap (sliding windows)",
+        )
+    return True
+
+
+def _window_changed(head: str, fact: str, shown: str) -> Change:
+    return Change(
+        "window_meaning",
+        True,
+        f"{head}: the window changed: the new query's is {fact}; {shown} (read from the "
+        "checkpoint's state rows). Spark restarts (the state's types still match), and the "
+        "results are wrong: the old windows stay in the state and are updated and emitted "
+        "next to the new ones, so counts are split between both.",
+    )
+
+
+def _text(micros: int) -> str:
+    for unit, size in _MICROS.items():
+        if micros % size == 0:
+            n = micros // size
+            return f"{n} {unit}{'' if n == 1 else 's'}"
+    return f"{micros} microseconds"
+
+
 #: How to verify what a checkpoint alone cannot show.
 CHECK_WITH_PREVIOUS = (
-    "To verify it: opid check-restore CHECKPOINT NEW --previous-fingerprint OLD.json (the "
-    "fingerprint or snapshot of the query that wrote the checkpoint), or in pytest keep the "
-    "query's snapshot next to previous=."
+    "To verify it: record the running query in its checkpoint at each deploy (opid "
+    "record-deploy CHECKPOINT --spark MODULE:FUNCTION -- ARGS), which check-restore then "
+    "uses by itself; or opid check-restore CHECKPOINT NEW --previous-fingerprint OLD.json (the "
+    "fingerprint or snapshot of the query that wrote the checkpoint); or in pytest keep the "
+    "query's snapshot next to previous=. To see what the restart does: opid demonstrate "
+    "--spark OLD_MODULE:FUNCTION --spark NEW_MODULE:FUNCTION runs both versions on generated "
+    "rows (in pytest: opid.demonstrate_with(old_query))."
 )
 
 

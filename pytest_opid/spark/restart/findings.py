@@ -14,6 +14,7 @@ from pytest_opid.result import (
     StateOperator,
     StateStore,
 )
+from pytest_opid.spark.checkpoint.state_rows import StateSample
 from pytest_opid.spark.restart.widening import as_nullable
 from pytest_opid.spark.source_entries import Source
 from pytest_opid.spark.versions import WIDENING, feature_line, judging_line
@@ -72,6 +73,13 @@ class OldQuery:
     #: a checkpoint judged with the fingerprint of the query that wrote it: its operators
     #: carry that query's state meaning
     with_plan: bool = False
+    #: the sink and sources of the query that wrote it, as its fingerprint records them
+    #: (:attr:`~pytest_opid.result.Fingerprint.endpoints`); ``None``: not known
+    endpoints: tuple[tuple[str, str, str], ...] | None = None
+    #: what the checkpoint's state rows show (window bounds), by operator number, where they
+    #: were read (:mod:`pytest_opid.spark.query.state_reader`): a sample that is not there was
+    #: not read (no session, no window)
+    samples: Mapping[int, StateSample] | None = None
 
 
 def stateful_operator(s: StateOperator, fp: Fingerprint, widened: bool = False) -> StatefulOperator:

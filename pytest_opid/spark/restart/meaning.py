@@ -17,6 +17,7 @@ from typing import NamedTuple
 from pytest_opid.result import UNKNOWN
 from pytest_opid.spark.function_digest import fact_parts
 from pytest_opid.spark.vocabulary import FUNCTION_DIGEST_FACT
+from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
 
 
 class Change(NamedTuple):
@@ -220,8 +221,8 @@ FIX_FUNCTION = (
     "  - if the old state still means the same to the new code (the same fields, written by "
     "the same rules), accept the change: pytest --snapshot-update records it (opid "
     "check-restore: --allow-reinterpreted-state)\n"
-    "  - or run the changed query on a new checkpoint location: its state starts empty and "
-    "its sources start from their beginning (or startingOffsets)"
+    "  - or run the changed query on a new checkpoint location: its state starts empty, "
+    + NEW_LOCATION_EFFECTS
 )
 
 
@@ -292,7 +293,7 @@ def _positional(
                 True,
                 f"{head}: the {family}s are in another order ({'; '.join(moved)}). Spark restarts "
                 "(it reads state by position, and the types still match), and the results are "
-                f"wrong: {ORDER_EFFECT.get(family, ORDER_EFFECT['key'])}",
+                f"wrong: {order_effect(family, was, now)}",
             )
         ]
     out = []
@@ -321,12 +322,25 @@ _KIND = {
 
 
 ORDER_EFFECT = {
-    "key": "each group's values come out under the other key columns (e.g. a country in the "
-    "category column).",
+    "key": "each group's values come out under the other key columns.",
     "aggregate": "each aggregate's running value is continued as another aggregate's.",
     "left key": "buffered rows are matched on the other key column.",
     "right key": "buffered rows are matched on the other key column.",
 }
+
+
+def order_effect(family: str, was: Sequence[str], now: Sequence[str]) -> str:
+    """:data:`ORDER_EFFECT` with the user's own columns: which stored values are read as
+    which (``cat``'s values read as ``user``)."""
+    effect = ORDER_EFFECT.get(family, ORDER_EFFECT["key"])
+    if family != "key":
+        return effect
+    read_as = [
+        f"the state's {bare(a)} values are read as {bare(b)}"
+        for a, b in zip(was, now, strict=False)
+        if a != b
+    ][:3]
+    return effect[:-1] + f" ({'; '.join(read_as)})." if read_as else effect
 
 
 def reinterpreted_effect(operator: str, family: str, was: str, now: str) -> str:

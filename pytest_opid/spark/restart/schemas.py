@@ -21,9 +21,11 @@ from pytest_opid.spark.vocabulary import (
     VALUE_UNCHECKED,
 )
 from pytest_opid.spark.words import (
-    FIX_MIGRATE,
     FIX_NEW_CHECKPOINT,
+    NEW_LOCATION_EFFECTS,
+    fix_migrate,
     keep_advice,
+    key_advice,
     store_part,
     store_words,
 )
@@ -276,7 +278,11 @@ def schema_message(
             f"STATE_STORE_{which}_SCHEMA_NOT_COMPATIBLE: Provided {lower} schema does not "
             f"match existing state {lower} schema"
         )
-    keep = f"keep the state's {lower} as it was: {keep_advice(new.name or '', store, which)}"
+    advice = key_advice(new.name or "", stored, schema) if which == "KEY" else None
+    keep = f"keep the state's {lower} as it was: " + (
+        advice or keep_advice(new.name or "", store, which)
+    )
+    migrate = fix_migrate(found.old.operators)
     if timeout is not None:
         keep = timeout[1]
     elif which == "VALUE" and new.name in AGGREGATIONS:
@@ -285,13 +291,14 @@ def schema_message(
             keep = (
                 f"{replaced}: its buffer holds other fields, so Spark cannot read the old "
                 "one as the new. Keep the aggregate as it was, and compute the new one in a "
-                "new query on a new checkpoint location (or after a restart from scratch)"
+                "new query on a new checkpoint location (or after a restart from scratch), "
+                "where " + NEW_LOCATION_EFFECTS
             )
         elif len(struct_fields(schema)) > len(struct_fields(stored)):
             keep = (
                 "add the new aggregate column in a new query on a new checkpoint location "
                 "(this state has no room for it), and keep this query's aggregates as they "
-                "were"
+                "were; on the new location " + NEW_LOCATION_EFFECTS
             )
     return (
         f"{found.spark} fails the first batch after the restart with {head}, for state/"
@@ -302,8 +309,7 @@ def schema_message(
         "Fix:\n"
         f"  - {keep}\n"
         + FIX_NEW_CHECKPOINT
-        + "\n"
-        + FIX_MIGRATE.format(n=new.number)
+        + ("\n" + migrate if migrate else "")
         + f"\n  - do not set {SCHEMA_CHECK}=false as Spark's message suggests: the old "
         "state would be read with the new schema, with undefined results"
     )
@@ -455,7 +461,7 @@ def timeout_change(
     else:
         fix = (
             "keep GroupStateTimeout.NoTimeout on this checkpoint, and add the timeout in a "
-            "new query on a new checkpoint location"
+            "new query on a new checkpoint location, where " + NEW_LOCATION_EFFECTS
         )
     return what, fix
 

@@ -14,6 +14,7 @@ from pytest_opid.spark.vocabulary import (
 )
 from pytest_opid.spark.words import (
     FIX_NEW_CHECKPOINT,
+    NEW_LOCATION_EFFECTS,
     capitalized,
 )
 from pytest_opid.text import plural, printable, quote
@@ -79,7 +80,8 @@ def check_sources(found: Findings) -> None:
             "version 1), which cannot track sources by name.\n"
             "Fix:\n"
             "  - remove the .name() calls and keep the sources in their old order\n"
-            "  - or start the named query on a new checkpoint location",
+            "  - or start the named query on a new checkpoint location: its state starts "
+            "empty, " + NEW_LOCATION_EFFECTS,
         )
         return
     if len(old_sources) != len(new):
@@ -178,7 +180,8 @@ def same_source(found: Findings, old: OldSource, new: Source) -> None:
             swapped(found, label, previous.describe(), new, old.label)
         return
     # from a checkpoint
-    if old.files is not None and new.is_file:
+    if old.files is not None and new.is_file and not any(c in (new.path or "") for c in "*?[{"):
+        # (a glob sets no basePath: spark.restart.sinks says what it reads)
         base = new.path or ""
         outside = [f for f in old.files if not qualified_path(f).startswith(base)]
         if outside:
@@ -197,6 +200,8 @@ def same_source(found: Findings, old: OldSource, new: Source) -> None:
                 "the new input under it\n" + FIX_NEW_CHECKPOINT,
                 name=old.label,
             )
+    elif old.files is not None and new.is_file:
+        pass  # a glob
     elif old.files is not None and not new.is_file:
         swapped(found, label, "a file source", new, old.label)
     elif old.files is None and new.is_file and old.offset is not None:
@@ -257,7 +262,8 @@ def swapped(found: Findings, label: str, before: str, new: Source, name: str) ->
         f"{capitalized(label)} was {before} and is now {new.describe()}. Spark does not check "
         "it: it hands the new source the old one's last offset, which it may fail to read "
         "or read wrongly; the Structured Streaming guide does not allow changing a "
-        "source's type. Use a new checkpoint location for another source.",
+        "source's type. Use a new checkpoint location for another source: its state "
+        "starts empty, " + NEW_LOCATION_EFFECTS + ".",
         name=name,
     )
 

@@ -25,9 +25,10 @@ from pytest_opid.spark.vocabulary import (
 )
 from pytest_opid.spark.words import (
     FIX_MEANING,
-    FIX_MIGRATE,
     FIX_NEW_CHECKPOINT,
+    NEW_LOCATION_EFFECTS,
     capitalized,
+    fix_migrate,
     operator_label,
 )
 
@@ -181,14 +182,17 @@ def not_matching(
         "  - keep the stateful operators (aggregations, dropDuplicates / "
         "dropDuplicatesWithinWatermark, stream-stream joins, applyInPandasWithState / "
         "transformWithState, streaming limits) the same and in the same order as in the "
-        "query that wrote the checkpoint\n"
-        + FIX_NEW_CHECKPOINT
-        + "\n"
-        + FIX_MIGRATE.format(n=first),
+        "query that wrote the checkpoint\n" + FIX_NEW_CHECKPOINT + _migrate(found),
         state_id=str(first),
         operator_id=op.operator_id if op is not None else None,
         name=known.get(first),
     )
+
+
+def _migrate(found: Findings) -> str:
+    """The migration fix, on its own line, naming the old checkpoint's operators."""
+    text = fix_migrate(found.old.operators)
+    return "\n" + text if text else ""
 
 
 def missing_state_directory(found: Findings, new_ops: Mapping[int, StatefulOperator]) -> None:
@@ -225,8 +229,15 @@ def check_meaning(found: Findings, old: StatefulOperator, new: StatefulOperator)
         if not new.meaning or (not old.meaning and not found.old.from_checkpoint):
             return  # a snapshot from before the keys were recorded: nothing to compare
     if found.old.from_checkpoint and not old.meaning:
+        samples = found.old.samples
         changes = checkpoint_meaning(
-            new.number, new.name or "", old.stores, new.stores, new.meaning
+            new.number,
+            new.name or "",
+            old.stores,
+            new.stores,
+            new.meaning,
+            sample=None if samples is None else samples.get(new.number),
+            rows_read=samples is not None,
         )
     else:
         changes = compare_meaning(
@@ -282,7 +293,7 @@ def check_partitions(found: Findings, old: StatefulOperator, new: StatefulOperat
         f"({SHUFFLE_PARTITIONS}={before}); the new query asks for {now}, which Spark "
         "ignores on this checkpoint: it restores the setting from the checkpoint's offset log "
         f"and keeps {before} state partitions. To change it, start on a new checkpoint "
-        "location.",
+        "location, where " + NEW_LOCATION_EFFECTS + ".",
         state_id=str(new.number),
         operator_id=new.operator_id,
         name=old.name,

@@ -40,6 +40,7 @@ a fingerprint, a problem that says so.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.result import (
@@ -48,6 +49,8 @@ from pytest_opid.result import (
     StateOperator,
 )
 from pytest_opid.spark.checkpoint.model import Checkpoint
+from pytest_opid.spark.checkpoint.state_rows import StateSample
+from pytest_opid.spark.renamings import current
 from pytest_opid.spark.restart.findings import (
     WIDENED_KINDS,
     Findings,
@@ -56,6 +59,7 @@ from pytest_opid.spark.restart.findings import (
     StatefulOperator,
     stateful_operator,
 )
+from pytest_opid.spark.restart.sinks import check_endpoints, check_new_location, new_location
 from pytest_opid.spark.restart.sources import check_sources
 from pytest_opid.spark.restart.state import check_state
 from pytest_opid.spark.restart.widening import as_nullable
@@ -86,18 +90,22 @@ def check_checkpoint(
     new: Fingerprint,
     planned: bool = False,
     previous: Fingerprint | None = None,
+    samples: Mapping[int, StateSample] | None = None,
 ) -> RestoreCheck:
     """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``.
     ``planned``: ``new`` was planned with the settings the checkpoint pins, as Spark plans a
     restarted query (``_check_program`` in :mod:`pytest_opid.spark`). The checkpoint
     keeps the state's schemas and field names, not the plan: what the state means (a window,
     a key or aggregate expression under the same name) is checked against ``previous``, the
-    fingerprint of the query that wrote the checkpoint, where given, and otherwise said to be
+    fingerprint of the query that wrote the checkpoint, where given, else against what
+    ``samples`` of the state's rows show (a window's bounds), and otherwise said to be
     unverified."""
     _require_streaming(new, "a checkpoint")
+    new = current(new)  # in the newest line's names, as the checkpoint's metadata, and
     meanings: dict[int, StateOperator] = {}
     if previous is not None:
         _require_streaming(previous, "a checkpoint")
+        previous = current(previous)  # ... the previous fingerprint, wherever it was made
         meanings = {s.state_operator_id: s for s in previous.state_operators or ()}
     confs = checkpoint.confs
     operators = []
@@ -142,10 +150,12 @@ def check_checkpoint(
         operator_metadata=any(op.metadata_version > 0 for op in checkpoint.state_operators),
         avro=confs.get(ENCODING) == "avro",
         with_plan=previous is not None,
+        endpoints=None if previous is None else previous.endpoints,
+        samples=samples,
     )
     exact = widened or planned or not _widened_by_its_spark(new)
     partitions = int(shuffle) if shuffle and shuffle.isdigit() else None
-    return _judge(Findings(old, new, partitions, nullability_exact=exact))
+    return _judge(Findings(old, new, partitions, nullability_exact=exact), checkpoint)
 
 
 def _written_meaning(
@@ -163,6 +173,7 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
     ``old`` wrote (after at least one batch). What only the checkpoint records (the files its
     last batch read, pinned settings) is reported as such."""
     _require_streaming(new, "the previous query's checkpoint")
+    old, new = current(old), current(new)  # Spark's renamings between lines are no change
     if old.mode == "batch":
         raise DocumentError(
             "the previous fingerprint is a batch (non-streaming) DataFrame's: a batch job writes "
@@ -198,6 +209,7 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
             operator_metadata=writer >= feature_line(OPERATOR_METADATA),
             # transformWithState's encoding, which the checkpoint pins (recorded as a fact)
             avro=any((ENCODING_FACT, "avro") in s.meaning for s in state_ops),
+            endpoints=old.endpoints,
         ),
         new,
         None,
@@ -259,8 +271,25 @@ def _require_streaming(new: Fingerprint, what: str) -> None:
         require("transformWithState", judging_line())
 
 
-def _judge(found: Findings) -> RestoreCheck:
+def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreCheck:
     verified: tuple[str, ...] = ()
+    moved = new_location(found, checkpoint)
+    if moved is not None:
+        # Spark starts the query as a new one there: the old checkpoint's state and offsets
+        # are not read, and what the sources read again reaches the sink again.
+        check_new_location(found, checkpoint, moved)
+        return RestoreCheck(
+            ENGINE,
+            not found.problems,
+            tuple(found.problems),
+            tuple(found.warnings),
+            tuple(found.reinterpreted),
+            ("checkpoint location", "sink", "sources"),
+            resumes=(
+                f"{found.spark} starts the new query on a new checkpoint location "
+                f"({moved}): empty state, its sources from their beginning"
+            ),
+        )
     if not found.old.batches:
         found.warn(
             "state_operators",
@@ -270,6 +299,7 @@ def _judge(found: Findings) -> RestoreCheck:
     else:
         check_sources(found)
         check_state(found)
+        endpoints = check_endpoints(found, checkpoint)
         if not found.nullability_exact and found.new_ops:
             made_with = found.new.engine_version or "installed"
             found.warn(
@@ -285,6 +315,7 @@ def _judge(found: Findings) -> RestoreCheck:
         old = found.old
         if old.from_checkpoint:
             verified = ("sources", "stateful operators", "state schemas", "state field names")
+            verified += endpoints
             if old.with_plan:
                 verified += ("state meaning (from the previous fingerprint)",)
         else:
@@ -293,6 +324,7 @@ def _judge(found: Findings) -> RestoreCheck:
                 "stateful operators",
                 "state schemas (as the previous fingerprint records them)",
                 "state meaning",
+                *endpoints,
             )
     return RestoreCheck(
         ENGINE,

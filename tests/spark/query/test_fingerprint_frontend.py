@@ -279,7 +279,8 @@ def test_rdd_is_rejected(spark):
     with pytest.raises(TypeError) as error:
         pytest_opid.fingerprint(rdd)
     text = str(error.value)
-    assert "accepts a PySpark DataFrame (batch or streaming) or StreamingQuery" in text
+    accepted = "a PySpark DataFrame (batch or streaming), DataStreamWriter or StreamingQuery"
+    assert f"accepts {accepted}" in text
     assert "RDD" in text and "toDF()" in text
 
 

@@ -142,6 +142,8 @@ def _agrees(check: RestoreCheck, rec: dict[str, Any], code_compared: bool = True
     if spark["restarted"]:
         refactor = rec["case"]["refactor"]
         unsafe = refactor in DROPS_STATE or (code_compared and refactor in CODE_ONLY)
+        if check.safe is None:  # not verified (the code, from a checkpoint): never "safe"
+            return not check.meaning_verified and refactor not in DROPS_STATE
         return check.safe == (not unsafe)
     first = check.problems[0]
     return first.kind == KIND_OF[spark["error_class"]] and spark["error_class"] in first.message

@@ -1,0 +1,155 @@
+# ruff: noqa: E501
+"""Checkpoints and savepoints read from an S3 API on loopback (moto's server, as the tests
+start it): the whole corpus of tests/data read from s3:// and s3a:// against the local reading,
+and the requests and bytes a 5,000-batch checkpoint costs, counted by the server.
+
+The 5,000-batch checkpoint: a real spark-restart checkpoint (Spark 4.3, a stateful
+aggregation, 2 batches) whose offset and commit logs are extended to batches 0..4999 with its
+own last entries (Spark's file format, as HDFSMetadataLog writes them: the same offsets, so
+the file source reads nothing new), uploaded without .crc files (S3A writes none).
+
+    python benchmarks/bench_storage.py            # both parts
+    python benchmarks/bench_storage.py --batches  # the 5,000-batch figure only
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import io
+import json
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent / "tests" / "data"
+_spec = importlib.util.spec_from_file_location(
+    "s3_loopback", HERE.parent / "tests/storage/s3_loopback.py"
+)
+assert _spec is not None and _spec.loader is not None
+loopback = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(loopback)
+
+from pytest_opid.cli import main  # noqa: E402
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
+def five_thousand(endpoint: str, root: Path) -> None:
+    s3 = loopback.client(endpoint)
+    s3.create_bucket(Bucket="big")
+    tarball = sorted((DATA / "spark-restart" / "checkpoints").glob("*.tar.gz"))[0]
+    with tarfile.open(tarball) as tar:
+        tar.extractall(root / "big", filter="data")
+    ckpt = root / "big" / "checkpoint"
+    for crc in ckpt.rglob("*.crc"):
+        crc.unlink()
+    for log in ("offsets", "commits"):
+        last = max(int(p.name) for p in (ckpt / log).iterdir() if p.name.isdigit())
+        text = (ckpt / log / str(last)).read_bytes()
+        for batch in range(last + 1, 5000):
+            (ckpt / log / str(batch)).write_bytes(text)
+    files = [p for p in ckpt.rglob("*") if p.is_file()]
+    for path in files:
+        s3.put_object(
+            Bucket="big", Key=f"q/{path.relative_to(ckpt).as_posix()}", Body=path.read_bytes()
+        )
+    return ckpt, len(files)
+
+
+def main_bench(corpus: bool) -> None:
+    with loopback.moto_s3() as (endpoint, counted), tempfile.TemporaryDirectory() as tmp:
+        import os
+
+        os.environ.update(loopback.environment(endpoint))
+        root = Path(tmp)
+        ckpt, n = five_thousand(endpoint, root)
+        for url in ("s3://big/q", "s3a://big/q"):
+            counted.reset()
+            started = time.perf_counter()
+            code, out = run("checkpoint", url, "--json")
+            took = time.perf_counter() - started
+            local = run("checkpoint", str(ckpt), "--json")[1]
+            same = out.replace(url, "X") == local.replace(str(ckpt), "X")
+            print(
+                f"5,000 batches ({n} objects) {url}: exit {code}, {counted.requests} requests, "
+                f"{counted.bytes} bytes served, {took:.2f} s, same as local: {same}"
+            )
+        if not corpus:
+            return
+        s3 = loopback.client(endpoint)
+        s3.create_bucket(Bucket="corpus")
+        equal = total = 0
+        for data_set in ("spark-restart", "spark-restart-35", "upgrade-restart"):
+            for tarball in sorted((DATA / data_set / "checkpoints").glob("*.tar.gz")):
+                name = f"{data_set}/{tarball.name.removesuffix('.tar.gz')}"
+                with tarfile.open(tarball) as tar:
+                    tar.extractall(root / name, filter="data")
+                local = root / name / "checkpoint"
+                loopback.upload(s3, "corpus", local, name)
+                here = run("checkpoint", str(local), "--json")
+                for scheme in ("s3", "s3a"):
+                    url = f"{scheme}://corpus/{name}"
+                    there = run("checkpoint", url, "--json")
+                    total += 1
+                    if there[0] == here[0] and there[1].replace(url, "X") == here[1].replace(
+                        str(local), "X"
+                    ):
+                        equal += 1
+                    else:
+                        print("DIFFERS", url)
+                shutil.rmtree(root / name)
+        print(
+            f"Spark checkpoints: {equal}/{total} readings from s3:// and s3a:// equal to the local ones"
+        )
+        cases = _cases(DATA / "flink-restore" / "cases.jsonl.gz")
+        equal = total = 0
+        for case in cases:
+            seed = case["case"]["seed"]
+            with tarfile.open(DATA / "flink-restore" / case["savepoint"]) as tar:
+                tar.extractall(root / f"f{seed}", filter="data")
+            local = root / f"f{seed}" / case["savepoint_root"]
+            loopback.upload(s3, "corpus", local, f"flink/{seed}")
+            program = root / f"after{seed}.json"
+            program.write_text(json.dumps(case["after"]))
+            url = f"s3://corpus/flink/{seed}"
+            pairs = [
+                (run("savepoint", str(local), "--json"), run("savepoint", url, "--json")),
+                (
+                    run("check-restore", str(local), str(program)),
+                    run("check-restore", url, str(program)),
+                ),
+            ]
+            for here, there in pairs:
+                total += 1
+                if here[0] == there[0] and there[1].replace(url, "X") == here[1].replace(
+                    str(local), "X"
+                ):
+                    equal += 1
+                else:
+                    print("DIFFERS", url)
+            shutil.rmtree(root / f"f{seed}")
+        print(
+            f"Flink savepoints: {equal}/{total} readings and verdicts from s3:// equal to the local ones"
+        )
+
+
+def _cases(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+if __name__ == "__main__":
+    main_bench(corpus="--batches" not in sys.argv)
+

@@ -1,0 +1,122 @@
+"""Input rows for a query's sources, drawn by Hypothesis from each source's schema.
+
+What makes a restart differ is rarely a value's size: it is rows that meet in state. So values
+come from small pools: a handful of strings, integers 0-4, so keys collide within a batch and
+across batches and sources (a join's two sides match); event times step one ``time_step`` per
+batch and reach back up to 1.5 steps, so windows and session gaps are crossed and rows arrive
+behind the watermark (late); rows repeat (duplicates), and a nullable field is sometimes null.
+Hypothesis shrinks a difference towards fewer rows and the first pool values.
+
+Rows are written as JSON lines (the plan reads them with the source's own schema, see
+:mod:`.plan`), one file per source and batch.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pytest_opid.errors import DocumentError
+
+#: Event times start here (UTC, as the session's time zone reads them).
+START = datetime(2024, 1, 1)
+STRINGS = ("a", "b", "c", "u0", "u1")
+#: A struct, array or map type nested deeper than this is refused (the schema is user input).
+MAX_DEPTH = 6
+
+Batches = list[dict[str, list[dict[str, Any]]]]
+
+
+def batches_strategy(
+    schemas: dict[str, Any], batches: int, rows_per_batch: int, time_step: timedelta
+) -> Any:
+    """A strategy for ``batches`` input batches: per batch, per source identity, its rows."""
+    from hypothesis import strategies as st
+
+    def batch(number: int) -> Any:
+        per_source = {
+            identity: _rows(schema, number, rows_per_batch, time_step)
+            for identity, schema in schemas.items()
+        }
+        return st.fixed_dictionaries(per_source)
+
+    return st.tuples(*(batch(n) for n in range(batches))).map(list)
+
+
+def _rows(schema: Any, number: int, most: int, step: timedelta) -> Any:
+    from hypothesis import strategies as st
+
+    row = st.fixed_dictionaries(
+        {f.name: _value(f.dataType, f.nullable, number, step, 0) for f in schema.fields}
+    )
+    # a repeated row (a duplicate) is as likely as Hypothesis makes it; draw some copies too
+    return st.lists(row, min_size=1, max_size=most).flatmap(
+        lambda rows: st.lists(st.sampled_from(rows), max_size=2).map(lambda extra: rows + extra)
+    )
+
+
+def _value(kind: Any, nullable: bool, number: int, step: timedelta, depth: int) -> Any:
+    from hypothesis import strategies as st
+    from pyspark.sql import types as T
+
+    if depth > MAX_DEPTH:
+        raise DocumentError(f"a source schema nests deeper than {MAX_DEPTH} levels")
+    base: Any
+    if isinstance(kind, (T.TimestampType, T.TimestampNTZType)):
+        base = _times(number, step)
+    elif isinstance(kind, T.DateType):
+        base = _times(number, step).map(lambda t: t.date())
+    elif isinstance(kind, T.StringType):
+        base = st.sampled_from(STRINGS)
+    elif isinstance(kind, T.BooleanType):
+        base = st.booleans()
+    elif isinstance(kind, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        base = st.integers(0, 4)
+    elif isinstance(kind, (T.FloatType, T.DoubleType, T.DecimalType)):
+        base = st.sampled_from((0.0, 1.5, 2.25, 10.0))
+    elif isinstance(kind, T.StructType):
+        base = st.fixed_dictionaries(
+            {f.name: _value(f.dataType, f.nullable, number, step, depth + 1) for f in kind.fields}
+        )
+    elif isinstance(kind, T.ArrayType):
+        element = _value(kind.elementType, kind.containsNull, number, step, depth + 1)
+        base = st.lists(element, max_size=3)
+    elif isinstance(kind, T.MapType):
+        key = _value(kind.keyType, False, number, step, depth + 1)
+        value = _value(kind.valueType, kind.valueContainsNull, number, step, depth + 1)
+        base = st.dictionaries(key.map(str), value, max_size=3)
+    else:
+        raise DocumentError(f"a source field of type {kind.simpleString()}: not generated yet")
+    if nullable:  # about one value in eight is null; shrinking goes towards a value
+        return st.integers(0, 7).flatmap(lambda i: st.none() if i == 7 else base)
+    return base
+
+
+def _times(number: int, step: timedelta) -> Any:
+    """Event times of batch ``number`` (0-based): mostly within its own step, some up to 1.5
+    steps earlier (behind a watermark of one step), on whole minutes or a second either side
+    of one (a window or session bound)."""
+    from hypothesis import strategies as st
+
+    minutes = max(1, int(step.total_seconds() // 60))
+    offset = st.integers(-(minutes * 3) // 2, minutes - 1)
+    seconds = st.sampled_from((0, 1, 59, 30))
+    begin = START + step * number
+    return st.builds(lambda m, s: begin + timedelta(minutes=m, seconds=s), offset, seconds)
+
+
+def write(folder: Path, number: int, rows: list[dict[str, Any]]) -> None:
+    """Batch ``number``'s rows as a JSON lines file in ``folder`` (created)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(row, default=_plain) + "\n" for row in rows)
+    (folder / f"batch-{number:04d}.json").write_text(text, encoding="utf-8")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S")
+    if isinstance(value, date):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
