@@ -4,6 +4,7 @@ server), writing the snapshot the page names and then passing on it."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -48,3 +49,34 @@ def test_the_connect_example_runs_as_written(pytester: pytest.Pytester, monkeypa
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", *shlex.split(commands[1])[1:])
     again.assert_outcomes(passed=1)
     assert snapshot.read_text(encoding="utf-8") == text
+
+
+@pytest.mark.spark_line("4.3", reason="one run is enough: a JVM of its own, about a minute")
+def test_the_server_next_to_a_classic_session_prints_what_the_page_shows(tmp_path: Path):
+    """The page's second Python block, a script, in a process of its own: the fingerprint of the
+    Connect DataFrame equals the classic one's, and the two refusals are PySpark's own."""
+    import subprocess
+    import sys
+
+    found = blocks(PAGE.read_text(encoding="utf-8"))
+    scripts = [lines for language, lines in found if language == "python"]
+    shown = [lines for language, lines in found if language == "text"]
+    assert len(scripts) >= 2 and shown
+    script = tmp_path / "remote_next_to_classic.py"
+    script.write_text("\n".join(scripts[1]) + "\n", encoding="utf-8")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+    }
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [line for line in shown[0] if line.strip()]

@@ -27,6 +27,10 @@ ELSEWHERE = {
     "python -m venv .venv && . .venv/bin/activate": "tox -e wheel (tools/wheel_check.py)",
     'pip install -e ".[pytest,spark]" && pytest examples': "tox -e wheel (tools/wheel_check.py)",
     "pip install tox && tox": ".ci/run",
+    'pip install -e ".[pytest,spark35]" && pytest examples': (
+        "not run: an install (timed in fresh virtual environments for docs/install.md; "
+        "the line's tests: tox -e spark35)"
+    ),
     "opid check-restore CHECKPOINT --spark new_job:build --spark-version 3.5": (
         "not run: a placeholder (the line's verdicts: "
         "tests/spark/restart/test_restart_data_spark35.py)"

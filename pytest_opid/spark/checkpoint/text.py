@@ -95,7 +95,7 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
         name = "(no operator metadata)" if op.operator_name is None else _name(op.operator_name)
         yield (
             f"    operator {op.operator_id} {name}: metadata v{op.metadata_version}, "
-            f"{op.num_partitions} partitions"
+            f"{_partitions_text(op.num_partitions)}"
         )
         if op.properties is not None:
             yield f"      properties: {quoted(op.properties, 400)}"
@@ -108,11 +108,19 @@ def _lines_of(cp: Checkpoint) -> Iterator[str]:
             schema = (
                 "no schema file" if st.schema_version is None else f"schema v{st.schema_version}"
             )
-            yield f"      store {_name(st.name)} ({st.num_partitions} partitions, {schema})"
+            # Without operator metadata (Spark 3.5) a store records no partition count of its
+            # own: the operator's line gives the count of its partition folders.
+            count = "" if st.num_partitions is None else f"{st.num_partitions} partitions, "
+            yield f"      store {_name(st.name)} ({count}{schema})"
             for cf in st.column_families:
                 label = "" if st.schema_version != 3 else f"column family {_name(cf.name)} "
                 yield f"        {label}key   {type_text(cf.key_schema)}"
                 yield f"        {' ' * len(label)}value {type_text(cf.value_schema)}"
+
+
+def _partitions_text(count: int | None) -> str:
+    """An operator with neither metadata nor partition folders has no count to show: say so."""
+    return "partition count not recorded" if count is None else f"{count} partitions"
 
 
 def render_text(checkpoint: Checkpoint) -> str:
