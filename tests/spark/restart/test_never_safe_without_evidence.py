@@ -3,8 +3,8 @@ Spark 4.3 (tests/data/spark-restart, window_agg__tumbling_to_sliding_window__100
 the old windows' state under the new rule, which a checkpoint's files alone cannot show; nor a
 grouping key computed by another expression under the same name (value % 5 -> value % 7).
 Every route says "not verified" (the API ``safe is None``, the CLI exit 3, the fixture and
-``previous=`` fail), until the query that wrote the checkpoint is given; a fingerprint of another query is
-refused rather than taken as that evidence."""
+``previous=`` fail), until the query that wrote the checkpoint is given; a fingerprint of
+another query is refused rather than taken as that evidence."""
 
 from __future__ import annotations
 
