@@ -79,7 +79,7 @@ class SparkRestore:
         planned = _fingerprint_widened(program, widened)
         # Without the old query's plan, the state's own rows show its windows (Spark's reader;
         # a local checkpoint only: a store's would need Spark's own connector for it).
-        session = getattr(program, "sparkSession", None)
+        session = getattr(_planned_frame(program), "sparkSession", None)
         samples = (
             read_samples(session, previous, checkpoint)
             if written_by is None and session is not None and isinstance(previous, Path)
@@ -138,7 +138,7 @@ def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
     """``program``'s fingerprint planned with the state schema widening set to ``widened``
     (``"true"``/``"false"``), its session's setting restored after; ``None`` where the
     installed Spark has no such setting or the program no session."""
-    session = getattr(getattr(program, "_df", program), "sparkSession", None)
+    session = getattr(_planned_frame(program), "sparkSession", None)
     if session is None or installed_line() < feature_line(WIDENING):
         return None
     before = session.conf.get(ALWAYS_NULLABLE, None)
@@ -150,3 +150,11 @@ def _fingerprint_widened(program: Any, widened: str) -> Fingerprint | None:
             session.conf.unset(ALWAYS_NULLABLE)
         else:
             session.conf.set(ALWAYS_NULLABLE, before)
+
+
+def _planned_frame(program: Any) -> Any:
+    """The DataFrame a program plans: a ``DataStreamWriter``'s own (``_df``), else the program.
+    Asked by class name, since a Spark Connect DataFrame answers any attribute with a column."""
+    if type(program).__name__ == "DataStreamWriter":
+        return getattr(program, "_df", program)
+    return program

@@ -40,8 +40,33 @@ def read_samples(
         field = "window" if where == "key" else "session_window"
         if field not in _struct_fields(schema):
             continue
+        if not _has_state_data(path / "state" / str(op.operator_id)):
+            # a slim copy keeps no state data: Spark's reader would fail (and log it) on it
+            out[op.operator_id] = StateSample(
+                op.operator_id, not_read="the checkpoint keeps no state data (a slim copy?)"
+            )
+            continue
         out[op.operator_id] = _sample(session, path, op.operator_id, where, field, limit)
     return out
+
+
+#: The files a state store provider writes its data in (HDFSBackedStateStoreProvider's
+#: .delta and .snapshot; RocksDBStateStoreProvider's .changelog and .zip).
+_DATA_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
+
+
+def _has_state_data(operator_dir: Path) -> bool:
+    """Whether an operator's state folder holds any store data file (a bounded look: the
+    first partition folders only)."""
+    try:
+        partitions = sorted(p for p in operator_dir.iterdir() if p.name.isdigit())[:4]
+        for partition in partitions:
+            for entry in partition.rglob("*"):
+                if entry.name.endswith(_DATA_SUFFIXES) and entry.is_file():
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def _default_schema(op: Any, where: str) -> str | None:

@@ -145,7 +145,7 @@ def test_the_program_route_says_what_spark_did(
 
 
 @pytest.mark.spark_line("4.3", reason="B is planned by 4.3; the upgrade's target line is judged")
-@pytest.mark.parametrize("case_id", sorted(UPGRADES))
+@pytest.mark.parametrize("case_id", sorted(UPGRADES)[::3])  # a third: the API's are all judged
 def test_the_upgrade_check_from_the_program(
     tmp_path: Path, modules: Path, capsys: pytest.CaptureFixture[str], case_id: str
 ) -> None:

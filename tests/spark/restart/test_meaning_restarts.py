@@ -235,7 +235,14 @@ def test_verdict_from_the_checkpoint(judged: Any, case_id: str) -> None:
         assert all("--previous-fingerprint" in u.message for u in check.unverified)
         return
     # "safe" only where verified; where the checkpoint cannot tell, None (not verified)
-    assert check.safe is (expected_safe(rec) if check.meaning_verified else None), _explain(check)
+    # a change the checkpoint does show is not safe, whatever else it could not tell
+    if not check.restorable:
+        assert check.safe is False, _explain(check)
+    elif check.safe is False:
+        assert check.reinterpreted and not expected_safe(rec), _explain(check)
+    else:
+        expected = expected_safe(rec) if check.meaning_verified else None
+        assert check.safe is expected, _explain(check)
     # never "safe" where the results go wrong: refused, reinterpreted or not verified
     if rec["spark"]["restarted"] and not expected_safe(rec):
         assert check.safe is not True, _explain(check)

@@ -20,6 +20,7 @@ import pytest
 
 import pytest_opid
 from pytest_opid.spark import words
+from pytest_opid.spark.restart.findings import StatefulOperator
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "sources-sinks"
@@ -94,12 +95,13 @@ def test_the_new_location_effects_name_the_sink_and_the_sources() -> None:
     for needed in ("sources start from their beginning", "file sink", "new, empty output path",
                    "_spark_metadata", "foreachBatch", "batch ids"):  # fmt: skip
         assert needed in text
-    for fix in (words.FIX_NEW_CHECKPOINT, words.FIX_MEANING, words.FIX_MIGRATE.format(n=0)):
+    migrate = words.fix_migrate([StatefulOperator(0, "stateStoreSave", {"default": (None, None)})])
+    for fix in (words.FIX_NEW_CHECKPOINT, words.FIX_MEANING, migrate):
         assert text in fix
 
 
 #: Names whose text carries :data:`words.NEW_LOCATION_EFFECTS`.
-CARRIERS = ("NEW_LOCATION_EFFECTS", "FIX_NEW_CHECKPOINT", "FIX_MEANING", "FIX_MIGRATE",
+CARRIERS = ("NEW_LOCATION_EFFECTS", "FIX_NEW_CHECKPOINT", "FIX_MEANING", "fix_migrate",
             "_fix_new_location", "_FIX_SINK")  # fmt: skip
 
 
