@@ -17,6 +17,15 @@ from pathlib import Path
 
 import pytest
 
+
+def write_module(pytester: pytest.Pytester, name: str, text: str) -> None:
+    """``makepyfile``, the module's cached bytecode dropped (tests/fresh_module.py says why;
+    repeated here: under tox -e syrupy-lowest, pytest 8.0 cannot import from tests/)."""
+    path = Path(pytester.makepyfile(**{name: text}))
+    for cached in path.parent.glob(f"__pycache__/{name}.*"):
+        cached.unlink()
+
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "flink-restore"
 REFUSED, RESTORED = 1003, 1005
 
@@ -79,7 +88,7 @@ def _project(pytester: pytest.Pytester, seed: int, route: str) -> Path:
     (pytester.path / "job_a.json").write_text(json.dumps(case["before"]))
     (pytester.path / "job_b.json").write_text(json.dumps(case["after"]))
     job = "job_b.json" if route == "previous" else "job_a.json"
-    pytester.makepyfile(test_job=BASELINE.format(job=job))
+    write_module(pytester, "test_job", BASELINE.format(job=job))
     pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update").assert_outcomes(
         passed=1
     )
@@ -95,7 +104,7 @@ def test_a_failing_test_never_writes_its_baseline(
 ) -> None:
     snapshot = _project(pytester, seed, route)
     before = snapshot.read_bytes()
-    pytester.makepyfile(test_job=ROUTES[route])
+    write_module(pytester, "test_job", ROUTES[route])
     args = ["-p", "no:cacheprovider", *(["--snapshot-update"] if update else [])]
     result = pytester.runpytest_inprocess(*args)
     refused = seed == REFUSED
@@ -110,7 +119,7 @@ def test_a_failing_test_never_writes_its_baseline(
     else:
         assert after != before
         # B's snapshot now: its check against itself is exact.
-        pytester.makepyfile(test_job=BASELINE.format(job="job_b.json"))
+        write_module(pytester, "test_job", BASELINE.format(job="job_b.json"))
         again = pytester.runpytest_inprocess("-p", "no:cacheprovider")
         again.assert_outcomes(passed=1)
         assert snapshot.read_bytes() == after
@@ -152,7 +161,7 @@ def test_the_marker_compares_once(pytester: pytest.Pytester, monkeypatch) -> Non
     under --snapshot-update, which writes any difference back."""
     snapshot = _project(pytester, RESTORED, "snapshot")
     calls = _count_compares(monkeypatch)
-    pytester.makepyfile(test_job=ROUTES["snapshot"])  # a rename: passes, text differs
+    write_module(pytester, "test_job", ROUTES["snapshot"])  # a rename: passes, text differs
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
     assert len(calls) == 1
     calls.clear()
@@ -175,11 +184,11 @@ def test_the_extension_alone_compares_once(pytester: pytest.Pytester, monkeypatc
     case = _case(REFUSED)
     (pytester.path / "job_a.json").write_text(json.dumps(case["before"]))
     (pytester.path / "job_b.json").write_text(json.dumps(case["after"]))
-    pytester.makepyfile(test_job=DIRECT.format(job="job_a.json"))
+    write_module(pytester, "test_job", DIRECT.format(job="job_a.json"))
     made = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
     made.assert_outcomes(passed=1)
     calls = _count_compares(monkeypatch)
-    pytester.makepyfile(test_job=DIRECT.format(job="job_b.json"))
+    write_module(pytester, "test_job", DIRECT.format(job="job_b.json"))
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     assert len(calls) == 1

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.fresh_module import write_module
+
 TEST = """
 from datetime import timedelta
 
@@ -51,7 +53,7 @@ def test_sessions(spark, opid):
 
 def _write(pytester: pytest.Pytester, minutes: int = 30, name: str = "sessions") -> None:
     folder = pytester.folder  # type: ignore[attr-defined]
-    pytester.makepyfile(test_job=TEST.format(minutes=minutes, name=name, folder=str(folder)))
+    write_module(pytester, "test_job", TEST.format(minutes=minutes, name=name, folder=str(folder)))
 
 
 def _snapshot(pytester: pytest.Pytester) -> Path:
