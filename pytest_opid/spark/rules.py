@@ -26,9 +26,9 @@ from pytest_opid.spark.restart.verdict import check_fingerprint
 from pytest_opid.spark.source_entries import short_endpoint, short_source
 from pytest_opid.spark.words import (
     KIND_WORDS,
-    NEW_LOCATION_EFFECTS,
     PICTURE_WORDS,
     RECORD_AFTER,
+    new_location_fix,
     other_version,
 )
 from pytest_opid.text import plural, quote
@@ -439,8 +439,7 @@ def _fixes(c: Comparison, check: Check, accept: str | None, loses: bool) -> list
             return out + first[first.index("Fix:") + 1 :] + after
     if loses:
         out += _restart_fixes(c) or [
-            "  - run the changed query on a new checkpoint location: its state starts empty, "
-            + NEW_LOCATION_EFFECTS,
+            new_location_fix("  - run the changed query"),
         ]
     restaged = c.mode != "batch" or bool(_diffs(c).stages)
     if _stages_changed(c) and (check is not Check.IDS or c.mode == "batch") and restaged:

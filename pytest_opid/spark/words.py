@@ -27,16 +27,20 @@ NEW_LOCATION_EFFECTS = (
     "the new query's batch ids (it is handed them again: rows duplicated)"
 )
 
-FIX_NEW_CHECKPOINT = (
-    "  - or run the changed query on a new checkpoint location: its state starts empty, "
-    + NEW_LOCATION_EFFECTS
-)
+
+
+def new_location_fix(lead: str = "  - or run the changed query") -> str:
+    """The fix line that offers a new checkpoint location (``lead`` says who runs there),
+    always with what that does to the sink and the sources: the one text every such fix uses."""
+    return f"{lead} on a new checkpoint location: its state starts empty, " + NEW_LOCATION_EFFECTS
+
+
+FIX_NEW_CHECKPOINT = new_location_fix()
 
 
 FIX_MEANING = (
     "\nFix:\n"
-    "  - run the changed query on a new checkpoint location: its state starts empty, "
-    + NEW_LOCATION_EFFECTS
+    + new_location_fix("  - run the changed query")
     + "\n  - or keep the state's definition as it was, and make the change in a new query"
 )
 

@@ -19,7 +19,7 @@ from pytest_opid.spark.restart.endpoints import (
     Endpoints,
 )
 from pytest_opid.spark.restart.findings import Findings
-from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
+from pytest_opid.spark.words import new_location_fix
 from pytest_opid.text import printable
 
 #: Source options that only limit how much a batch reads (the guide allows changing them).
@@ -178,8 +178,7 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                 "committed batch again from it when the query restarts.\n"
                 "Fix:\n"
                 f"  - restore the checkpoint's sources/{saved.source_id} folder from a backup\n"
-                "  - or run the query on a new checkpoint location: its state starts empty, "
-                + NEW_LOCATION_EFFECTS,
+                + new_location_fix("  - or run the query"),
                 name=str(position),
             )
             continue
@@ -195,8 +194,7 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                 'as {"offset": <rows>, "timestamp": <ms>}.\n'
                 "Fix:\n"
                 '  - keep reading spark.readStream.format("rate") on this checkpoint\n'
-                "  - or run the changed query on a new checkpoint location: its state starts "
-                "empty, " + NEW_LOCATION_EFFECTS,
+                + new_location_fix(),
                 name=str(position),
             )
         elif fmt == "kafka" and isinstance(value, dict):
@@ -216,8 +214,7 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     "Fix:\n"
                     "  - keep the offset's layout (its keys) as the checkpoint has it, or read "
                     "the old layout too and convert it\n"
-                    "  - or run the changed query on a new checkpoint location: its state "
-                    "starts empty, " + NEW_LOCATION_EFFECTS,
+                    + new_location_fix(),
                     name=str(position),
                 )
         elif (
@@ -252,8 +249,7 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     "or copied input already read included.\n"
                     "Fix:\n"
                     "  - keep reading the old path (move the new input under it)\n"
-                    "  - or run the changed query on a new checkpoint location: its state "
-                    "starts empty, " + NEW_LOCATION_EFFECTS,
+                    + new_location_fix(),
                     name=str(position),
                 )
 
