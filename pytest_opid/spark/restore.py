@@ -81,8 +81,7 @@ class SparkRestore:
         # a local checkpoint only: a store's would need Spark's own connector for it).
         session = getattr(_planned_frame(program), "sparkSession", None)
         samples = (
-            # in a session of its own: the program's (a test's, the CLI's) keeps its settings
-            read_samples(session.newSession(), previous, checkpoint)
+            read_samples(session, previous, checkpoint)
             if written_by is None and session is not None and isinstance(previous, Path)
             else None
         )

@@ -32,6 +32,7 @@ def read_samples(
     default store whose schema has the window field), read through ``session``. A failure
     to read is a sample that says why, never an error: the verdict then stays "not verified"."""
     out: dict[int, StateSample] = {}
+    reader = _session_of_its_own(session)
     for op in checkpoint.state_operators:
         where = _WINDOWED.get(op.operator_name or "")
         if where is None:
@@ -46,7 +47,7 @@ def read_samples(
                 op.operator_id, not_read="the checkpoint keeps no state data (a slim copy?)"
             )
             continue
-        out[op.operator_id] = _sample(session, path, op.operator_id, where, field, limit)
+        out[op.operator_id] = _sample(reader, path, op.operator_id, where, field, limit)
     return out
 
 
@@ -67,6 +68,16 @@ def _has_state_data(operator_dir: Path) -> bool:
     except OSError:
         return False
     return False
+
+
+def _session_of_its_own(session: Any) -> Any:
+    """A classic session's sibling (the program's, a test's or the CLI's, keeps its settings
+    whatever Spark's state reader sets); a Connect session before PySpark 4.3 has no
+    ``newSession`` (JVM_ATTRIBUTE_NOT_SUPPORTED) and reads through the program's own."""
+    try:
+        return session.newSession()
+    except Exception:  # pyspark.errors.PySparkAttributeError: Connect's session
+        return session
 
 
 def _default_schema(op: Any, where: str) -> str | None:
