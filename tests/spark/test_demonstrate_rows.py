@@ -1,5 +1,6 @@
 """The rows a demonstration draws (no Spark run): the same seed draws the same rows, nulls only
-where the schema allows them, event times per batch around its own step."""
+where the schema allows them, event times per batch around its own step and some further back
+by seconds to a day."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
 
-from pytest_opid.spark.demonstration.rows import START, batches_strategy
+from pytest_opid.spark.demonstration.rows import REACH, START, batches_strategy
 
 SCHEMA = StructType(
     [
@@ -54,10 +55,21 @@ def test_rows_follow_the_schema_and_the_batches() -> None:
     assert rows
     assert all(r["user"] is not None for _, r in rows)
     assert any(r["n"] is None for _, r in rows)  # nullable: sometimes null
+    behind = []
     for number, row in rows:
         if row["ts"] is not None:
             begin = START + STEP * number
-            assert begin - STEP * 1.5 <= row["ts"] < begin + STEP
+            assert row["ts"] < begin + STEP  # never ahead of the batch's step
+            back = begin - row["ts"]
+            # a minute of REACH, less the row's seconds (0, 1, 30 or 59)
+            assert back <= STEP * 1.5 or any(
+                timedelta(0) <= timedelta(minutes=m) - back < timedelta(minutes=1) for m in REACH
+            )
+            behind.append(back)
+    # how far back a row reaches spans scales: within a minute, minutes, an hour and more
+    assert any(timedelta(0) < b < timedelta(minutes=1) for b in behind)
+    assert any(timedelta(minutes=2) <= b <= timedelta(minutes=5) for b in behind)
+    assert any(b >= timedelta(hours=1) for b in behind)
     # late rows: some event times fall before their batch's step
     assert any(r["ts"] is not None and r["ts"] < START + STEP * b for b, r in rows if b)
     # keys collide within a batch

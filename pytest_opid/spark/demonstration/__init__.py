@@ -40,6 +40,8 @@ DEFAULT_EXAMPLES = 3
 DEFAULT_BATCHES = 3
 DEFAULT_ROWS = 6
 DEFAULT_SHRINK_SECONDS = 20.0
+#: Draws Hypothesis may make per example run (repeats and the skipped first draw cost nothing).
+DRAWS_PER_EXAMPLE = 20
 
 
 def demonstrate(
@@ -97,6 +99,7 @@ def demonstrate(
             restart_after=after_count,
             run_timeout=run_timeout,
             shrink_seconds=shrink_seconds,
+            budget=examples,
         )
         strategy = batches_strategy(schemas, batches, rows, time_step)
         found = _find(strategy, search, examples, seed)
@@ -201,8 +204,10 @@ class _Search:
     restart_after: int
     run_timeout: float
     shrink_seconds: float
+    budget: int = 1
     examples: int = 0
     shrinks: int = 0
+    skipped: str | None = None
     refusal: Failure | None = None
     error: Exception | None = None
     memo: dict[str, tuple[list[str], list[str]] | None] = field(default_factory=dict)
@@ -213,7 +218,13 @@ class _Search:
             return self.memo[key] is not None
         if self.refusal is not None:
             return False
-        if self.error is not None:
+        if self.error is not None or self.examples >= self.budget or key == self.skipped:
+            return False
+        if self.skipped is None:
+            # Hypothesis's first draw is its simplest: one row per source and batch, every
+            # value the pools' first; it rarely shows what a fuller draw does not, and costs
+            # as much to run
+            self.skipped = key
             return False
         self.examples += 1
         try:
@@ -311,8 +322,11 @@ def _find(strategy: Any, search: _Search, examples: int, seed: int) -> Batches |
     from hypothesis import HealthCheck, Phase, Verbosity, find, settings
     from hypothesis.errors import NoSuchExample
 
+    # Hypothesis counts a draw it repeats (small strategies do) as an example, and the first is
+    # skipped: it may draw several times ``examples``, each distinct one is run until
+    # ``search.budget`` of them ran; the other draws cost no run
     config = settings(
-        max_examples=examples,
+        max_examples=examples * DRAWS_PER_EXAMPLE + 1,
         database=None,
         deadline=None,
         phases=(Phase.generate,),

@@ -23,6 +23,12 @@ from pytest_opid.errors import DocumentError
 #: Event times start here (UTC, as the session's time zone reads them).
 START = datetime(2024, 1, 1)
 STRINGS = ("a", "b", "c", "u0", "u1")
+#: Integers of other scales than 0-4, around bounds a filter or a CASE commonly draws (a
+#: ByteType column takes them too: 100 is its largest here).
+NUMBERS = (-1, 5, 9, 10, 11, 19, 20, 21, 50, 99, 100)
+#: How far back (minutes) one row in four reaches behind its batch: a few of every scale
+#: windows, session gaps, watermarks and state timeouts are commonly given in.
+REACH = (1, 2, 3, 5, 8, 12, 15, 20, 25, 30, 40, 45, 60, 75, 90, 120, 150, 180, 240, 360, 720, 1440)
 #: A struct, array or map type nested deeper than this is refused (the schema is user input).
 MAX_DEPTH = 6
 
@@ -69,11 +75,14 @@ def _value(kind: Any, nullable: bool, number: int, step: timedelta, depth: int) 
     elif isinstance(kind, T.DateType):
         base = _times(number, step).map(lambda t: t.date())
     elif isinstance(kind, T.StringType):
-        base = st.sampled_from(STRINGS)
+        # half the values are the first: a key's rows meet across batches (and a join's sides)
+        base = st.integers(0, 1).flatmap(lambda i: st.sampled_from(STRINGS) if i else st.just("a"))
     elif isinstance(kind, T.BooleanType):
         base = st.booleans()
     elif isinstance(kind, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        base = st.integers(0, 4)
+        small = st.integers(0, 4)
+        # small values meet in state; one in four is of another scale (a filter's bound)
+        base = st.integers(0, 3).flatmap(lambda i: st.sampled_from(NUMBERS) if i == 3 else small)
     elif isinstance(kind, (T.FloatType, T.DoubleType, T.DecimalType)):
         base = st.sampled_from((0.0, 1.5, 2.25, 10.0))
     elif isinstance(kind, T.StructType):
@@ -95,13 +104,18 @@ def _value(kind: Any, nullable: bool, number: int, step: timedelta, depth: int) 
 
 
 def _times(number: int, step: timedelta) -> Any:
-    """Event times of batch ``number`` (0-based): mostly within its own step, some up to 1.5
-    steps earlier (behind a watermark of one step), on whole minutes or a second either side
-    of one (a window or session bound)."""
+    """Event times of batch ``number`` (0-based), on whole minutes or a second either side of
+    one (a window or session bound): mostly within its own step or up to 1.5 steps earlier
+    (behind a watermark of one step); one in four reaches further back by one of
+    :data:`REACH` (seconds to a day), so the gaps between a key's rows span the sizes windows,
+    session gaps and state timeouts are given in. No time runs ahead of its batch's step: a row
+    hours ahead would move the watermark past every later row."""
     from hypothesis import strategies as st
 
     minutes = max(1, int(step.total_seconds() // 60))
-    offset = st.integers(-(minutes * 3) // 2, minutes - 1)
+    near = st.integers(-(minutes * 3) // 2, minutes - 1)
+    far = st.sampled_from(REACH).map(lambda m: -m)
+    offset = st.integers(0, 3).flatmap(lambda i: far if i == 3 else near)
     seconds = st.sampled_from((0, 1, 59, 30))
     begin = START + step * number
     return st.builds(lambda m, s: begin + timedelta(minutes=m, seconds=s), offset, seconds)
