@@ -105,6 +105,8 @@ def demonstrate(
         found = _find(strategy, search, examples, seed)
         if search.error is not None:
             raise search.error
+        if search.own_failures and len(search.own_failures) == search.examples:
+            raise search.own_failures[0]
         if found is not None and shrink_seconds > 0:
             found = search.shrink(found)
     finally:
@@ -211,6 +213,7 @@ class _Search:
     refusal: Failure | None = None
     error: Exception | None = None
     memo: dict[str, tuple[list[str], list[str]] | None] = field(default_factory=dict)
+    own_failures: list[DocumentError] = field(default_factory=list)
 
     def differs(self, data: Batches) -> bool:
         key = _key(data)
@@ -229,6 +232,13 @@ class _Search:
         self.examples += 1
         try:
             result = self._example(data)
+        except _OwnFailure as exc:
+            # the query's own code rejects these rows (a null its function cannot take): not
+            # a restart's doing; the next example may show the restart, and where none runs
+            # this failure is raised after the search
+            self.own_failures.append(exc)
+            self.memo[key] = None
+            return False
         except Exception as exc:  # raised after the search: Hypothesis would retry it
             self.error = exc
             return False
@@ -255,7 +265,10 @@ class _Search:
                     key = _key(trial)
                     if key not in self.memo:
                         self.shrinks += 1
-                        result = self._example(trial)
+                        try:
+                            result = self._example(trial)
+                        except _OwnFailure:  # fewer rows the query rejects: not kept
+                            result = None
                         self.memo[key] = None if isinstance(result, Failure) else result
                     if self.memo[key] is not None:
                         data, rows = trial, trial[b][s]
@@ -292,10 +305,14 @@ class _Search:
         return _difference(from_restart, from_scratch, self.restarted[1])
 
 
+class _OwnFailure(DocumentError):
+    """A version failed on the example's rows where no restart explains it."""
+
+
 def _own(result: list[list[str]] | Failure, what: str) -> list[list[str]]:
     """A run's rows; its failure, where no restart explains it, is the query's own."""
     if isinstance(result, Failure):
-        raise DocumentError(
+        raise _OwnFailure(
             f"{what} fails on its own (not a restart): [{result.error_class}] {result.message}"
         )
     return result
