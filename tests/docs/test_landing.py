@@ -1,7 +1,8 @@
 """The README is a landing page (issues 32 and 43): short, in the order a newcomer reads it,
 linking the task pages; the options and the marker's whole signature on the plugin page as
-pytest itself gives them, and every link into the documentation resolving to a page and a heading there (GitHub's anchors, which the Sphinx site
-generates too: docs/conf.py). The documentation's own links are checked by ``tox -e docs``."""
+pytest itself gives them, and every link into the documentation resolving to a page and a
+heading there (GitHub's anchors, which the Sphinx site generates too: docs/conf.py). The
+documentation's own links are checked by ``tox -e docs``."""
 
 from __future__ import annotations
 

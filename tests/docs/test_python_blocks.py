@@ -34,7 +34,7 @@ RUN_HERE = {
 #: (page, first line) -> the files it needs (tests/spark/test_docs_python_blocks.py makes them).
 RUN_WITH_SPARK = {
     ("upgrade-spark.md", "from pyspark.sql import SparkSession"): "prints what the page shows",
-    ("pyspark-batch.md", "from pyspark.sql import functions as F"): "orders/ and customers/",
+    ("pyspark-batch.md", "from pyspark.sql import functions as F"): "the tables fixture's",
     ("pyspark-sinks.md", "import pytest_opid"): "a checkpoint of the writer's first run",
 }
 #: (page, first line) -> the test that reads the block from the page and runs it as written.
@@ -72,7 +72,9 @@ def _last_paragraph(text: str) -> str:
 
 def block(page: str, first: str) -> str:
     (code,) = [
-        "\n".join(lines) for name, head, _, lines in python_blocks() if (name, head) == (page, first)
+        "\n".join(lines)
+        for name, head, _, lines in python_blocks()
+        if (name, head) == (page, first)
     ]
     return code
 

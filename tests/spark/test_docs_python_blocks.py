@@ -44,18 +44,18 @@ def test_the_upgrade_example_prints_what_its_page_shows(
     assert printed == shown
 
 
-def test_the_batch_example_builds_its_dataframe(
-    spark: Any, tables: dict[str, str], monkeypatch: pytest.MonkeyPatch
-):
+def test_the_batch_example_builds_its_dataframe(spark: Any, tables: dict[str, str]):
     page = "pyspark-batch.md"
-    monkeypatch.chdir(Path(tables["orders"]).parent)  # orders/ and customers/ are here
-    namespace = _run(block(*_key(page)), page, {"__name__": "docs_block", "spark": spark})
+    paths = {"orders_path": tables["orders"], "customers_path": tables["customers"]}
+    namespace = _run(block(*_key(page)), page, {"__name__": "docs_block", "spark": spark, **paths})
     import pytest_opid
 
     df = namespace["df"]
     assert df.isStreaming is False
     assert pytest_opid.fingerprint(df).operators
     assert sorted(df.columns) == ["country", "revenue"]
+    # the join the page's plan shows is the one Spark plans
+    assert "BroadcastHashJoin" in df._jdf.queryExecution().executedPlan().toString()
 
 
 def test_the_sink_example_judges_its_own_checkpoint(spark: Any, tmp_path: Path):
