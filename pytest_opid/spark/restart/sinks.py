@@ -46,6 +46,7 @@ from pytest_opid.spark.restart.endpoints import (
 from pytest_opid.spark.restart.findings import Findings
 from pytest_opid.spark.restart.new_location import check_new_location, new_location
 from pytest_opid.spark.restart.source_options import offsets_against, source_changes
+from pytest_opid.spark.restart.unkept import check_unkept
 from pytest_opid.spark.vocabulary import AGGREGATIONS
 from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
 from pytest_opid.text import printable
@@ -91,6 +92,7 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
         )
     if new is None or new.sink is None:
         return ()
+    check_trigger(found)
     on_disk = False
     if checkpoint is not None and new is not None and new.sink_kind == "file":
         on_disk = _file_sink_on_disk(found, new, checkpoint)
@@ -113,6 +115,7 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
     if checkpoint is not None:
         offsets_against(found, new, checkpoint)
         _checkpoint_state(found, new, checkpoint)
+        check_unkept(found, new, checkpoint)
     checked = ["sink", "source options"]
     if on_disk:
         checked.append("the file sink's _spark_metadata log")
@@ -156,7 +159,18 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
             name="sink",
         )
         return True
-    if log.latest > committed:
+    last = checkpoint.last_batch
+    if log.latest > committed and last is not None and log.latest <= last:
+        found.warn(
+            "sink",
+            f"The checkpoint's commit log ends at batch {committed} and its offset log at "
+            f"{last}: {found.spark} runs batches {following} to {log.latest} again with the "
+            f'offsets they had, and the file sink skips them (FileStreamSink: "Skipping '
+            f'already committed batch"): its log {shown}/_spark_metadata holds them, with '
+            "the rows those offsets read.",
+            name="sink",
+        )
+    elif log.latest > committed:
         found.reinterpret(
             ROWS_LOST,
             f"Rows lost: the file sink's log {shown}/_spark_metadata already holds batch "
@@ -206,6 +220,33 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
             name="sink",
         )
     return True
+
+
+def check_trigger(found: Findings) -> None:
+    """A continuous trigger on a sink that only runs micro-batches: ``StreamingQueryManager``
+    hands a ``ContinuousTrigger`` to ``ContinuousExecution`` only for a V2 sink
+    (``SupportsWrite``); a file sink (``FileStreamSink``) or foreachBatch (``ForeachBatchSink``)
+    gets ``MicroBatchExecution``, whose trigger executor knows processing-time, once and
+    available-now triggers only."""
+    new = endpoints_of(found.new.endpoints)
+    if new is None or new.sink is None:
+        return
+    trigger = new.sink.get("trigger", "")
+    if not trigger.startswith("ContinuousTrigger") or new.sink_kind not in ("file", "foreachBatch"):
+        return
+    sink = "a file sink" if new.sink_kind == "file" else "foreachBatch"
+    found.problem(
+        "trigger",
+        f"{found.spark} stops the query with [STREAM_FAILED] ... java.lang."
+        f"IllegalStateException: Unknown type of trigger: {printable(trigger)}: {sink} runs "
+        "in micro-batches only (MicroBatchExecution), which knows processing-time, once and "
+        "available-now triggers; continuous processing needs a sink that supports it (Kafka, "
+        "memory, console, foreach).\n"
+        "Fix:\n"
+        "  - keep a micro-batch trigger (trigger(processingTime=...) or availableNow=True) "
+        "with this sink",
+        name="sink",
+    )
 
 
 def _checkpoint_state(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> None:
@@ -377,5 +418,6 @@ __all__ = [
     "ROWS_LOST",
     "check_endpoints",
     "check_new_location",
+    "check_trigger",
     "new_location",
 ]

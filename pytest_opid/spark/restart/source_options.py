@@ -213,8 +213,7 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     "(rows duplicated) or skips ahead (rows lost).\n"
                     "Fix:\n"
                     "  - keep the offset's layout (its keys) as the checkpoint has it, or read "
-                    "the old layout too and convert it\n"
-                    + new_location_fix(),
+                    "the old layout too and convert it\n" + new_location_fix(),
                     name=str(position),
                 )
         elif (
