@@ -116,7 +116,13 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
         offsets_against(found, new, checkpoint)
         _checkpoint_state(found, new, checkpoint)
         check_unkept(found, new, checkpoint)
-    checked = ["sink", "source options"]
+    unkept = any(u.kind == "endpoints" for u in found.unverified)
+    # what the checkpoint does not keep is in the unverified item, not among the verified
+    checked = (
+        ["sink and sources against the checkpoint's files"]
+        if unkept
+        else ["sink", "source options"]
+    )
     if on_disk:
         checked.append("the file sink's _spark_metadata log")
     return tuple(checked)
