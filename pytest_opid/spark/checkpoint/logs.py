@@ -258,9 +258,7 @@ def read_sources(
 _MAX_EARLY_BATCHES = 1_000
 
 
-def file_source_batches(
-    root: str, source_id: str, last: int
-) -> dict[int, tuple[str, ...]] | None:
+def file_source_batches(root: str, source_id: str, last: int) -> dict[int, tuple[str, ...]] | None:
     """The files each file source log batch 0..``last`` of ``sources/<source_id>`` added, as
     ``FileStreamSourceLog.get`` returns them; ``None`` where the log is not there, a batch has
     no log file, or ``last`` is past :data:`_MAX_EARLY_BATCHES`."""
@@ -282,3 +280,20 @@ def file_source_batches(
                 if batch <= last and path in wanted and path not in out[batch]:
                     out[batch].append(path)
     return {b: tuple(paths) for b, paths in out.items()}
+
+
+def file_source_log_latest(root: str, source_id: str) -> int | None:
+    """The highest batch id of the file source log ``sources/<source_id>/`` (a file or a
+    compaction), ``None`` where it has none or is not there."""
+    if not safe_component(source_id):
+        return None
+    r = CheckpointReader(root)
+    rel_dir = f"sources/{source_id}"
+    if not r.is_dir(rel_dir):
+        return None
+    ids = [
+        int(m.group(1)) if (m := COMPACT_NAME.fullmatch(name)) else int(name)
+        for name in r.listdir(rel_dir)
+        if BATCH_NAME.fullmatch(name) or COMPACT_NAME.fullmatch(name)
+    ]
+    return max(ids, default=None)

@@ -17,7 +17,7 @@ from pytest_opid.spark.restart.endpoints import (
     same_location,
 )
 from pytest_opid.spark.restart.findings import Findings
-from pytest_opid.spark.restart.replay import replays_same_batches
+from pytest_opid.spark.restart.replay import overwrites_to_each_row_once, replays_same_batches
 from pytest_opid.spark.restart.unkept import check_unkept
 from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
 from pytest_opid.text import printable
@@ -127,18 +127,28 @@ def check_new_location(found: Findings, checkpoint: Checkpoint | None, location:
         and again
         and checkpoint is not None
         and checkpoint.last_committed_batch is not None
-        and replays_same_batches(new, checkpoint, checkpoint.last_committed_batch)
+        and (
+            replays_same_batches(new, checkpoint, checkpoint.last_committed_batch)
+            or overwrites_to_each_row_once(new, checkpoint)
+        )
     ):
         last = checkpoint.last_committed_batch
+        same = replays_same_batches(new, checkpoint, last)
+        keeps = (
+            "one idempotent by batch id (it skips or overwrites a batch id it wrote)"
+            if same
+            else "one that overwrites what a batch id wrote (the new query's batches "
+            "replace the old ones of the same ids, and together they read each file once)"
+        )
         found.unverify(
             "sink",
-            f"The new query runs on a new checkpoint location ({printable(location)}): its "
-            f"batches 0 to {last} read the same files the old query's batches 0 to {last} "
-            f"read, and the {kind} writer is handed their rows again under the same batch "
-            "ids. A writer that appends writes them twice (rows duplicated); one idempotent "
-            "by batch id (it skips or overwrites a batch id it wrote) keeps each row once. "
-            "Which one it is is the writer's code, which no checkpoint keeps: check that it "
-            "skips or overwrites batch ids it has written." + _fix_new_location(),
+            f"The new query runs on a new checkpoint location ({printable(location)}): the "
+            f"{kind} writer is handed again, under batch ids 0, 1, ..., the files the old "
+            f"query's batches 0 to {last} read"
+            + (" (the same files under the same ids)" if same else "")
+            + f". A writer that appends writes them twice (rows duplicated); {keeps} keeps "
+            "each row once. Which one it is is the writer's code, which no checkpoint keeps: "
+            "check what it does with a batch id it has written." + _fix_new_location(),
             name="sink",
         )
     elif kind in _REPLAYING and again:

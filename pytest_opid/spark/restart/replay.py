@@ -23,12 +23,16 @@ _UNPREDICTED = ("maxbytespertrigger", "maxfileage", "cleansource", "recursivefil
                 "pathglobfilter", "modifiedbefore", "modifiedafter")  # fmt: skip
 
 
-def replays_same_batches(new: Endpoints, checkpoint: Checkpoint, last: int) -> bool | None:
-    """Whether the new query's batches 0..``last`` on a new checkpoint read exactly the files
-    the old query's batches 0..``last`` read (in the checkpoint's source log). ``None`` where it
-    cannot be told: not one local file source, an option that changes the choice, files of
-    equal modification times, a log that is not one log batch per query batch."""
-    if len(new.sources) != 1 or len(checkpoint.sources) != 1:
+def _batches(
+    new: Endpoints, checkpoint: Checkpoint
+) -> tuple[list[frozenset[str]], dict[int, frozenset[str]]] | None:
+    """The new query's batches on a new checkpoint, as files (predicted from the source's
+    folder), and the old query's batches 0..its last (from the checkpoint's source log);
+    ``None`` where they cannot be told: not one local file source, an option that changes the
+    choice, files of equal modification times, a log that is not one log batch per query
+    batch."""
+    last = checkpoint.last_batch
+    if last is None or len(new.sources) != 1 or len(checkpoint.sources) != 1:
         return None
     facts = new.sources[0]
     saved = checkpoint.sources[0]
@@ -42,10 +46,10 @@ def replays_same_batches(new: Endpoints, checkpoint: Checkpoint, last: int) -> b
         offset = json.loads(saved.offset or "")
     except ValueError:
         return None
-    if not isinstance(offset, dict) or offset.get("logOffset") != checkpoint.last_batch:
+    if not isinstance(offset, dict) or offset.get("logOffset") != last:
         return None  # a batch without new files: log batches and query batches differ
-    old = file_source_batches(checkpoint.path, saved.source_id, last)
-    if old is None or any(not files for files in old.values()):
+    logged = file_source_batches(checkpoint.path, saved.source_id, last)
+    if logged is None or any(not files for files in logged.values()):
         return None
     listed = []
     for name in os.listdir(folder):
@@ -60,9 +64,35 @@ def replays_same_batches(new: Endpoints, checkpoint: Checkpoint, last: int) -> b
     ordered = [f for _, f in listed]
     per = new.option(0, "maxFilesPerTrigger")
     size = int(per) if per is not None and per.isdigit() and int(per) > 0 else len(ordered)
-    for batch in range(last + 1):
-        chunk = set(ordered[batch * size : (batch + 1) * size])
-        was = {local_path(f) for f in old.get(batch, ())}
-        if not chunk or chunk != was:
-            return False
-    return True
+    size = max(size, 1)
+    chunks = [frozenset(ordered[i : i + size]) for i in range(0, len(ordered), size)]
+    old = {
+        b: frozenset(q for q in (local_path(f) for f in files) if q is not None)
+        for b, files in logged.items()
+    }
+    return chunks, old
+
+
+def replays_same_batches(new: Endpoints, checkpoint: Checkpoint, last: int) -> bool | None:
+    """Whether the new query's batches 0..``last`` on a new checkpoint read exactly the files
+    the old query's batches 0..``last`` read: a sink that skips those batch ids (a file sink,
+    a writer that skips batch ids it wrote) then holds each row once. ``None``: not told."""
+    both = _batches(new, checkpoint)
+    if both is None:
+        return None
+    chunks, old = both
+    return all(b < len(chunks) and chunks[b] == old.get(b) for b in range(last + 1))
+
+
+def overwrites_to_each_row_once(new: Endpoints, checkpoint: Checkpoint) -> bool | None:
+    """Whether a writer that replaces what a batch id wrote (a folder per batch id, written
+    with mode overwrite) ends up with each input file once: the new query's batches replace
+    the old ones of the same ids, and the old batches past the new query's last stay.
+    ``None``: not told."""
+    both = _batches(new, checkpoint)
+    if both is None:
+        return None
+    chunks, old = both
+    final = [*chunks, *(files for b, files in sorted(old.items()) if b >= len(chunks))]
+    seen = [f for files in final for f in files]
+    return len(seen) == len(set(seen)) and set(seen) >= set().union(*chunks, *old.values())

@@ -33,6 +33,9 @@ fine (nothing, or a warning that says what to watch).
 
 from __future__ import annotations
 
+import json
+
+from pytest_opid.spark.checkpoint.logs import file_source_log_latest
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import read_sink_log
 from pytest_opid.spark.restart.endpoints import (
@@ -293,6 +296,40 @@ def _checkpoint_state(found: Findings, new: Endpoints, checkpoint: Checkpoint) -
             f"{last}'s rows), or delete what batch {last} wrote before the restart",
             name="sink",
         )
+    elif kind in ("foreachBatch", "foreach", "console", "kafka"):
+        _file_log_ahead(found, kind, checkpoint)
+
+
+def _file_log_ahead(found: Findings, kind: str, checkpoint: Checkpoint) -> None:
+    """A file source log past the offsets the offset log keeps: a batch ran whose offsets (and
+    commit) are gone. ``FileStreamSource`` knows its files as seen from the log, and the
+    restarted query's next batch reads them again (from the log batch after the kept offset),
+    so the sink is handed what that batch already delivered."""
+    for saved in checkpoint.sources:
+        try:
+            offset = json.loads(saved.offset or "")
+        except ValueError:
+            continue
+        if not isinstance(offset, dict) or not isinstance(offset.get("logOffset"), int):
+            continue
+        kept = offset["logOffset"]
+        latest = file_source_log_latest(checkpoint.path, saved.source_id)
+        if latest is None or latest <= kept:
+            continue
+        found.reinterpret(
+            ROWS_DUPLICATED,
+            f"Rows duplicated: the file source log sources/{saved.source_id} holds log "
+            f"batches up to {latest}, and the checkpoint's last offsets end at log batch "
+            f"{kept}: a batch ran after the last one the offset log keeps (its offsets and "
+            f"commit are gone). {found.spark}'s next batch reads log batches {kept + 1} to "
+            f"{latest} again, and the {kind} sink is handed rows the lost batch already "
+            "delivered.\n"
+            "Fix:\n"
+            "  - restore the checkpoint's offsets and commits from a backup, or delete what "
+            f"the lost batch wrote before the restart, or make the {kind} writer skip rows "
+            "it has written (by a key of the rows)",
+            name="sink",
+        )
 
 
 def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool) -> None:
@@ -314,11 +351,18 @@ def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool
                 name="sink",
             )
         elif now != "file":
-            found.warn(
-                "sink",
-                f"The sink was {was} and is now {now}: allowed (the guide's file -> Kafka, "
-                f"Kafka <-> foreach); the new sink is handed only the batches after the "
-                f"restart, and the old sink keeps what it had.",
+            found.reinterpret(
+                ROWS_LOST,
+                f"Rows lost (to readers of the new sink): the sink was {was} and is now {now}. "
+                "The Structured Streaming guide allows it (file -> Kafka, Kafka <-> foreach), "
+                f"and {found.spark} hands the new sink only the batches after the restart: the "
+                "rows of the batches before stay in the old sink, and the new one never gets "
+                "them.\n"
+                "Fix:\n"
+                "  - copy what the old sink holds into the new one (its readers then see every "
+                "row), then accept the change: pytest --snapshot-update (opid check-restore: "
+                "--allow-reinterpreted-state)\n"
+                "  - or keep the sink as it was on this checkpoint",
                 name="sink",
             )
         return

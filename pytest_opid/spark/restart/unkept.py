@@ -29,6 +29,9 @@ RATE_LIMITS = frozenset(
 #: The rate source's options that decide its rows' values (``RateStreamProvider``).
 _RATE_VALUES = ("rowsPerSecond", "rampUpTime", "numPartitions")
 
+#: File sink formats whose readers match columns by position, not by name.
+_POSITIONAL = frozenset({"csv", "text"})
+
 #: How to have them checked: the record at deploy, or the previous fingerprint.
 _HOW = (
     "To have them compared: record the running query in its checkpoint at each deploy (opid "
@@ -49,6 +52,21 @@ def check_unkept(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> Non
         _plan_changes(found, found.old.plan)
     old = endpoints_of(found.old.endpoints)
     if old is not None and found.old.plan is not None:
+        python = [
+            f"source {position} ({printable(facts.get('format', '?'))})"
+            for position, facts in sorted(new.sources.items())
+            if "PythonDataSource" in facts.get("class", "")
+        ]
+        if python:
+            found.unverify(
+                "endpoints",
+                f"Not compared: the code of {', '.join(python)}, a Python data source, which "
+                "no fingerprint records (only its name, options and offset keys): what its "
+                "offsets mean (rows, files, positions) decides where the restarted reader "
+                f"continues, and {found.spark} hands it the checkpoint's offset as it is. "
+                "Check that the reader reads the offsets the old one wrote the same way.",
+                name="endpoints",
+            )
         return
     sink_known = old is not None and old.sink is not None
     facts: list[str] = []
@@ -167,17 +185,38 @@ def _plan_changes(found: Findings, was: tuple[str, ...]) -> None:
         )
         or "the same operators in another order"
     )
-    found.reinterpret(
-        RESULTS_CHANGED,
-        f"Results changed: the operators between the sources and the sink changed ({change}). "
-        f"The Structured Streaming guide allows changing filters and projections, and "
-        f"{found.spark} restarts; the rows already in the sink stay as the old query made them "
-        "(rows it filtered out, columns in its order), so the sink holds rows of both "
-        "versions, not what the new query makes of all its input.\n"
-        "Fix:\n"
-        "  - if the sink's readers accept rows of both versions, accept the change: pytest "
-        "--snapshot-update (opid check-restore: --allow-reinterpreted-state)\n"
-        "  - or write the new version to a new sink, on its own checkpoint location, and "
-        "backfill it",
+    new = endpoints_of(found.new.endpoints)
+    sink = None if new is None else new.sink
+    fmt = None if sink is None else sink.get("format")
+    by_position = sink is not None and new is not None and new.sink_kind == "file"
+    by_position = by_position and fmt in _POSITIONAL
+    if any(n.startswith("Filter") for n in (*added, *gone)) or by_position:
+        found.reinterpret(
+            RESULTS_CHANGED,
+            f"Results changed: the operators between the sources and the sink changed "
+            f"({change})"
+            + (f"; the {fmt} sink's columns are read by position" if by_position else "")
+            + f". The Structured Streaming guide allows changing filters and projections, and "
+            f"{found.spark} restarts; the rows already in the sink stay as the old query made "
+            "them (rows it filtered out, columns in its order), so the sink holds rows of both "
+            "versions, not what the new query makes of all its input.\n"
+            "Fix:\n"
+            "  - if the sink's readers accept rows of both versions, accept the change: pytest "
+            "--snapshot-update (opid check-restore: --allow-reinterpreted-state)\n"
+            "  - or write the new version to a new sink, on its own checkpoint location, and "
+            "backfill it",
+            name="sink",
+        )
+        return
+    found.unverify(
+        "endpoints",
+        f"The projections between the sources and the sink changed ({change}): columns "
+        "added, dropped, reordered or computed by other expressions. A reader that matches "
+        "columns by name (parquet, json, a table) reads added or reordered columns as before "
+        "(null in the old rows), but a column computed by another expression under its old "
+        "name holds old and new values side by side; the fingerprint records the operators, "
+        "not their expressions, so which one it is was not verified. Compare the two "
+        "versions' output (opid demonstrate --spark OLD_MODULE:FUNCTION --spark "
+        "NEW_MODULE:FUNCTION), then accept it (in pytest: allow_unverified=True).",
         name="sink",
     )
