@@ -2,7 +2,9 @@
 checkpoint (tests/data/sources-sinks, vendored from shared/, and tests/data/sink-restarts, made
 by tools/make_sink_restarts.py): the verdict on B's unstarted DataStreamWriter against A's
 checkpoint never says restorable-and-safe where Spark refused B or the sink lost, duplicated or
-changed rows, and says restorable where the sink ended up correct.
+changed rows, and says restorable where the sink ended up correct. Where the bad outcome comes
+from a fact the checkpoint does not keep, the verdict from it alone is "restorable, not
+verified", and with A's fingerprint "not safe".
 
 The truth is what Spark did and what the sink held afterwards, read back as a consumer reads it
 (each pair's ``truth``), never pytest-opid's own output. Each pair's folder is unpacked where
