@@ -178,3 +178,52 @@ def test_what_the_checkpoint_does_not_keep_is_not_verified(
     for needed in ("opid record-deploy", "--previous-fingerprint", "Not kept in the checkpoint"):
         assert needed in item.message
     assert judged.safe is False and judged.reinterpreted, said(judged)
+
+
+def _exit_code(check: Any) -> int:
+    """``opid check-restore``'s exit code for a verdict (docs/cli.md)."""
+    if not check.restorable:
+        return 1
+    return {True: 0, False: 1, None: 3}[check.safe]
+
+
+@pytest.mark.spark_line("4.3", reason="the corpus's writers and checkpoints are judged by 4.3")
+@pytest.mark.parametrize(("corpus", "case"), list(_pairs())[::3])  # a third: the API's are all
+def test_the_cli_says_what_the_api_says(
+    spark: Any,
+    unpack_lock: None,
+    corpus: Path,
+    case: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``opid check-restore CKPT --spark MODULE:FUNCTION --conf ...`` on B's writer as a team
+    has it in a module: the exit code the API's verdict maps to, never 0 for a bad outcome."""
+    import pytest_opid
+    from pytest_opid.cli import main
+    from pytest_opid.spark import judged_for
+
+    line = ".".join(case["spark_version"].split(".")[:2])
+    paths = case["paths_at_run"]
+    module = f"sink_job_{abs(hash(case['id']))}"
+    (tmp_path / f"{module}.py").write_text(
+        case["b_code"] + f"\n\ndef job(spark):\n    return build(spark, {paths!r})\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    conf = [
+        arg
+        for key, value in case["session_conf"].items()
+        if key.startswith("spark.sql.")
+        for arg in ("--conf", f"{key}={value}")
+    ]
+    with unpacked(corpus, case):
+        argv = ["check-restore", paths["ckpt"], "--spark", f"{module}:job"]
+        code = main([*argv, "--spark-version", line, *conf])
+        capsys.readouterr()
+        with session_conf(spark, case["session_conf"]), judged_for(line):
+            api = pytest_opid.check_restore(paths["ckpt"], writer_of(spark, case["b_code"], paths))
+    where = f"{case['id']}: Spark {case['spark_version']} {case['truth']}"
+    assert code == _exit_code(api), f"{where}: the CLI exits {code}, the API says {said(api)}"
+    assert code != 0 or case["truth"] not in BAD, where
