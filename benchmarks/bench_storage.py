@@ -8,8 +8,14 @@ aggregation, 2 batches) whose offset and commit logs are extended to batches 0..
 own last entries (Spark's file format, as HDFSMetadataLog writes them: the same offsets, so
 the file source reads nothing new), uploaded without .crc files (S3A writes none).
 
-    python benchmarks/bench_storage.py            # both parts
-    python benchmarks/bench_storage.py --batches  # the 5,000-batch figure only
+    python benchmarks/bench_storage.py             # both parts
+    python benchmarks/bench_storage.py --batches   # the 5,000-batch figure only
+    python benchmarks/bench_storage.py --verdicts  # Spark verdicts: every spark-restart pair
+
+``--verdicts``: each of the 66 pairs of tests/data/spark-restart (Spark 4.3) judged on its
+checkpoint locally, from ``s3://`` and from ``s3a://``, by ``pytest_opid.check_restore`` with
+query B live in this process's session and by ``opid check-restore URL --spark MODULE:job``;
+the verdict's JSON (the location aside) and the exit code must be the local one's.
 """
 
 from __future__ import annotations
@@ -145,11 +151,100 @@ def main_bench(corpus: bool) -> None:
         )
 
 
+def verdicts() -> None:
+    """Every spark-restart pair's verdict from the store against the local one (API and CLI)."""
+    import os
+    import textwrap
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, str(HERE.parent))
+    from pyspark.sql import SparkSession
+
+    from tests.spark.restart_cases import extract, load_cases, paths
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    with loopback.moto_s3() as (endpoint, counted), tempfile.TemporaryDirectory() as tmp:
+        os.environ.update(loopback.environment(endpoint))
+        root = Path(tmp)
+        (root / "jobs").mkdir()
+        sys.path.insert(0, str(root / "jobs"))
+        s3 = loopback.client(endpoint)
+        s3.create_bucket(Bucket="verdicts")
+        cases = load_cases()
+        equal = total = 0
+        codes: dict[int, int] = {}
+        requests = 0
+        started = time.perf_counter()
+        for n, (case_id, rec) in enumerate(sorted(cases.items())):
+            folder = extract(rec, root / "cases")
+            local = folder / "checkpoint"
+            loopback.upload(s3, "verdicts", local, case_id)
+            module = f"job{n}"
+            (root / "jobs" / f"{module}.py").write_text(
+                rec["after_code"]
+                + textwrap.dedent(
+                    f"""
+
+                    def job(spark, root):
+                        return build(spark, {{k: root + "/" + k for k in {list(paths(Path("x")))!r}}})
+                    """
+                )
+            )
+            conf = [a for k, v in rec["session_conf_after"].items() for a in ("--conf", f"{k}={v}")]
+
+            here = _judged(spark, rec, folder, module, conf, str(local))
+            codes[here[0]] = codes.get(here[0], 0) + 1
+            for scheme in ("s3", "s3a"):
+                counted.reset()
+                there = _judged(spark, rec, folder, module, conf, f"{scheme}://verdicts/{case_id}")
+                requests = max(requests, counted.requests)
+                total += 1
+                if there == here:
+                    equal += 1
+                else:
+                    print(
+                        "DIFFERS", scheme, case_id, here[0], there[0], here[2], there[2], flush=True
+                    )
+            shutil.rmtree(folder)
+        took = time.perf_counter() - started
+        print(
+            f"Spark verdicts: {equal}/{total} from s3:// and s3a:// equal to the local ones "
+            f"(API and CLI, JSON and exit code; local exit codes {dict(sorted(codes.items()))}); "
+            f"at most {requests} requests for a pair's two checks, {took:.0f} s"
+        )
+
+
+def _judged(
+    spark: Any, rec: dict[str, Any], folder: Path, module: str, conf: list[str], where: str
+) -> tuple[int, str, int, str]:
+    """The verdict on the checkpoint at ``where``: the API's exit code and JSON, the CLI's
+    (``opid check-restore WHERE --spark MODULE:job``), the location taken out of both."""
+    import pytest_opid
+    from tests.spark.restart_cases import build
+
+    check = pytest_opid.check_restore(where, build(spark, rec, "after", folder))
+    api_code = 0 if check.safe is True else 3 if check.safe is None else 1
+    api = json.dumps(check.to_dict(), sort_keys=True).replace(where, "X")
+    cli_code, cli = run(
+        "check-restore", "--json", where, "--spark", f"{module}:job", *conf, "--", str(folder)
+    )
+    return api_code, api, cli_code, cli.replace(where, "X")
+
+
 def _cases(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 
 if __name__ == "__main__":
-    main_bench(corpus="--batches" not in sys.argv)
-
+    if "--verdicts" in sys.argv:
+        verdicts()
+    else:
+        main_bench(corpus="--batches" not in sys.argv)

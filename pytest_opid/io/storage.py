@@ -313,6 +313,18 @@ class Location:
         self._store.counters.add(0, len(data))
         return data
 
+    def write_bytes(self, data: bytes) -> None:
+        """Put ``data`` at this remote file in one request (an object store's PUT replaces an
+        object whole: a reader sees the old one or the new one, never a part). The only write
+        this module makes: the deploy record (``opid record-deploy``) beside a checkpoint."""
+        assert not self.is_local
+        fs = self._store.fs
+        try:
+            self._call("write the file", fs.pipe_file, self.path, data)
+        except _Missing as exc:
+            raise self._fail(f"cannot write the file ({exc})") from None
+        self._store.listings.pop(self.path.rstrip("/").rpartition("/")[0], None)
+
     def _listed(self) -> bool:
         return self.path.rstrip("/").rpartition("/")[0] in self._store.listings
 
