@@ -175,3 +175,37 @@ def test_a_query_other_than_a_sas_token_is_refused(env, capsys) -> None:
     assert (code, out) == (2, "") and "a query or fragment in a URL is not read" in err
     code, out, err = _run(capsys, "checkpoint", f"s3://ckpts/{key}?sv=1&sig=abcd")
     assert (code, out) == (2, "") and "abcd" not in err
+
+
+def test_a_sas_token_is_in_no_snapshot_or_test_report(store, pytester, monkeypatch) -> None:
+    """The marker's ``previous=`` and the fixture's ``check_restore(previous=...)`` with the
+    token in the URL: the same outcomes as from the local savepoint, the token in no file the
+    run writes (snapshots) and nowhere in its report."""
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", f"BlobEndpoint={store['endpoint']};")
+    token = _sas()
+    sig = next(p[4:] for p in token.split("&") if p.startswith("sig="))
+    local, key, after = store["flink"]
+    (pytester.path / "job_b.json").write_text(json.dumps(after))
+    outcomes = []
+    for previous in (str(local), f"{_urls(key)[0]}?{token}"):
+        pytester.makepyfile(
+            test_job=f"""
+import pytest
+
+@pytest.mark.stable_topology(previous={previous!r})
+def test_marker(opid):
+    opid.record("job_b.json")
+
+def test_fixture(opid):
+    opid.check_restore("job_b.json", previous={previous!r})
+"""
+        )
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
+        outcomes.append(result.parseoutcomes())
+        report = "\n".join(result.outlines + result.errlines)
+        assert sig not in report and token not in report
+    assert outcomes[0] == outcomes[1]
+    written = [p for p in pytester.path.rglob("*") if p.is_file() and p.name != "test_job.py"]
+    assert any("__snapshots__" in p.parts for p in written)
+    for path in written:
+        assert sig.encode() not in path.read_bytes(), path
