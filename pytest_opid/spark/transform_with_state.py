@@ -44,7 +44,6 @@ This module is the test process's side; what runs in the child is
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from pytest_opid.result import UNKNOWN, StateStore
 from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
 from pytest_opid.spark.state_variables import operator_properties, user_variables, variable_text
 from pytest_opid.spark.vocabulary import ENCODING_FACT
+from pytest_opid.time_limits import seconds_from_environment
 
 
 @dataclass(frozen=True)
@@ -132,16 +132,7 @@ CHILD_PRELOAD = (
 
 def init_timeout() -> float:
     """The time limit of one recording: ``PYTEST_OPID_INIT_TIMEOUT`` or :data:`INIT_TIMEOUT`."""
-    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
-    if not text:
-        return INIT_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < 86_400:
-        raise ValueError(f"{TIMEOUT_VARIABLE}={text!r} is not a number of seconds (0 < s < 86400)")
-    return value
+    return seconds_from_environment(TIMEOUT_VARIABLE, INIT_TIMEOUT)
 
 
 def _importable(module: str) -> bool:

@@ -33,6 +33,7 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
+from pytest_opid.time_limits import seconds_from_environment
 
 _CONNECT = "pyspark.sql.connect"
 
@@ -106,18 +107,7 @@ _RETRIES = 2
 
 def connect_timeout() -> float:
     """``PYTEST_OPID_CONNECT_TIMEOUT`` or :data:`CONNECT_TIMEOUT` (one line where malformed)."""
-    import os
-
-    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
-    if not text:
-        return CONNECT_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < 86_400:
-        raise OpidError(f"{TIMEOUT_VARIABLE}={text!r} is not a number of seconds (0 < s < 86400)")
-    return value
+    return seconds_from_environment(TIMEOUT_VARIABLE, CONNECT_TIMEOUT)
 
 
 class _DeadlineStub:
