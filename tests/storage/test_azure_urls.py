@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,17 @@ def test_fixture(opid):
     assert any("__snapshots__" in p.parts for p in written)
     for path in written:
         assert sig.encode() not in path.read_bytes(), path
+
+
+def test_an_azure_store_that_never_answers(capsys, monkeypatch) -> None:
+    from tests.storage.test_s3_urls import loopback
+
+    with loopback.hung_server() as endpoint:
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string(
+            f"{endpoint}/{azurite.ACCOUNT}"))  # fmt: skip
+        monkeypatch.setenv("OPID_STORAGE_TIMEOUT", "2")
+        started = time.monotonic()
+        code, out, err = _run(capsys, "checkpoint", f"abfss://ckpts@{HOST}/q")
+    assert time.monotonic() - started < 20
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "did not answer in 2 s" in err and azurite.KEY not in err
