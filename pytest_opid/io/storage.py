@@ -541,8 +541,8 @@ def _azure_options(account: str, sas: str, shown: str) -> dict[str, Any]:
     endpoint = parts.get("blobendpoint", "")
     if account and named and named != account:
         raise DocumentError(
-            f"{printable(shown)}: the account is {account}, but {_AZURE_CONNECTION} is "
-            f"{named}'s; set the account's own connection string"
+            f"{printable(shown)}: the account is {printable(account)}, but "
+            f"{_AZURE_CONNECTION} is {printable(named)}'s; set the account's own connection string"
         )
     if sas:
         if endpoint:
