@@ -141,11 +141,12 @@ def parser(version: str) -> argparse.ArgumentParser:
         "or an .opid snapshot. The new program is a file (a saved fingerprint, snapshot or "
         "topology document) or, with --spark MODULE:FUNCTION -- ARGS, the PySpark query "
         "FUNCTION(spark, *ARGS) returns, planned with the settings the checkpoint pins as "
-        "Spark plans the restarted query. Exit 0 when restorable and safe, 1 when not "
-        "restorable or not safe (Spark restarts, but a stateful operator reads its state as "
-        "something else), 2 on bad input, 3 when restorable but the state's meaning could not "
-        "be verified (a Spark checkpoint keeps no window or key expression: add "
-        "--previous-fingerprint).",
+        "Spark plans the restarted query (its shuffle partitions too, unless --conf sets "
+        "them: then the check says what Spark does with yours). Exit 0 when restorable and "
+        "safe, 1 when not restorable or not safe (Spark restarts, but a stateful operator "
+        "reads its state as something else), 2 on bad input, 3 when restorable but the "
+        "state's meaning could not be verified (a Spark checkpoint keeps no window or key "
+        "expression: add --previous-fingerprint).",
     )
     restore.add_argument(
         "previous",

@@ -196,10 +196,11 @@ def _program(args: argparse.Namespace) -> AbstractContextManager[object]:
         if args.conf or args.program_args:
             raise UsageError("--conf and program arguments are for --spark")
         return nullcontext(load_input(args.program))
-    from pytest_opid.spark import called_function, parse_conf
+    from pytest_opid.spark import called_function, parse_conf, restart_settings
 
     program_args = ([args.program] if args.program is not None else []) + list(args.program_args)
-    return called_function(args.spark, program_args, parse_conf(args.conf))
+    conf = restart_settings(args.previous, parse_conf(args.conf))
+    return called_function(args.spark, program_args, conf)
 
 
 def _judged_for(version: str | None) -> AbstractContextManager[object]:

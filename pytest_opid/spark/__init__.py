@@ -31,7 +31,7 @@ from pytest_opid.spark.engine import register
 from pytest_opid.spark.query.connect import serve, stop_serving
 from pytest_opid.spark.query.frontend import fingerprint, plan_graph
 from pytest_opid.spark.query.program import called_function, fingerprint_function, parse_conf
-from pytest_opid.spark.restore import record_deploy
+from pytest_opid.spark.restore import record_deploy, restart_settings
 from pytest_opid.spark.versions import judged_for, judging_line
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "record_deploy",
     "register",
     "render_checkpoint",
+    "restart_settings",
     "serve",
     "slim_copy",
     "stop_serving",

@@ -35,13 +35,31 @@ from pytest_opid.spark.versions import (
 )
 from pytest_opid.spark.vocabulary import ALWAYS_NULLABLE
 
-__all__ = ["SparkRestore", "is_checkpoint", "record_deploy"]
+__all__ = ["SparkRestore", "is_checkpoint", "record_deploy", "restart_settings"]
+
+#: What Spark takes from a checkpoint's offset log whatever a restarted query asks for
+#: (``OffsetSeqMetadata.setSessionConf``): the state's partitioning.
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def is_checkpoint(path: Path | Location) -> bool:
     """A Structured Streaming checkpoint directory: its offset log (and ``metadata`` file,
     whose absence beside an offset log Spark refuses: the restart check says so)."""
     return path.is_dir() and (path / "offsets").is_dir()
+
+
+def restart_settings(previous: str | os.PathLike[str], conf: dict[str, str]) -> dict[str, str]:
+    """The settings to plan a program restarted on ``previous`` with (the CLI's ``--spark``
+    route): ``conf``, and where it sets no shuffle partitions and ``previous`` is a
+    checkpoint, the checkpoint's, which Spark restores anyway; else the CLI's own default
+    would be reported as a setting the new query asks for and Spark ignores."""
+    if SHUFFLE_PARTITIONS in conf:
+        return conf
+    path = path_or_location(previous)
+    if not is_checkpoint(path):
+        return conf
+    pinned = read_checkpoint(path).confs.get(SHUFFLE_PARTITIONS)
+    return conf if pinned is None else {**conf, SHUFFLE_PARTITIONS: pinned}
 
 
 class SparkRestore:

@@ -3,7 +3,7 @@ page shows it printing; run by the test or tox environment named; or listed as n
 the reason. A new command on a page fails ``test_every_command_is_accounted_for`` until it is
 given one of those.
 
-The quick starts (README, docs/pyspark.md, docs/flink.md) run here too: their test module is
+The task pages' tests (docs/protect-in-ci.md, docs/flink.md) run here too: their test module is
 written into a fresh project and ``pytest --snapshot-update`` then ``pytest`` run on it."""
 
 from __future__ import annotations
@@ -170,21 +170,20 @@ def _quick_start(page: Path, heading: str) -> tuple[str, list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("guide", "readme_heading", "module"),
+    ("page", "heading", "module"),
     [
-        ("flink.md", "## Flink quick start", "test_orders_job"),
-        ("pyspark.md", "## PySpark quick start", "test_jobs"),
+        ("flink.md", "## The test", "test_orders_job"),
+        ("protect-in-ci.md", "## The test", "test_jobs"),
     ],
 )
 def test_the_quick_starts_run_as_written(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
-    guide: str,
-    readme_heading: str,
+    page: str,
+    heading: str,
     module: str,
 ):
-    code, shell = _quick_start(ROOT / "README.md", readme_heading)
-    assert _quick_start(ROOT / "docs" / guide, "## Quick start") == (code, shell)
+    code, shell = _quick_start(ROOT / "docs" / page, heading)
     assert [_command(line) for line in shell] == ["pytest --snapshot-update", "pytest"]
     # In a process of its own, as a user runs it: an in-process run would drop the modules first
     # imported inside it (numpy, parts of PySpark and py4j) when pytester restores sys.modules,

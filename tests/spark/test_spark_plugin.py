@@ -10,8 +10,8 @@ def test_fixture_session_is_small_local_and_static(spark):
     assert spark.sparkContext.master == "local[2]"
     assert conf.get("spark.ui.enabled") == "false"
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
-    # as the session was made (a test of this run may change the live setting for a while)
     assert conf.get("spark.sql.shuffle.partitions") == "4"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"  # no test left its own
     assert SPARK_CONF["spark.sql.adaptive.enabled"] == "false"
 
 

@@ -168,3 +168,28 @@ def test_the_upgrade_check_from_the_program(
     )
     wrong = rec["results_match"] is False and not rec["by_design_reason"]
     assert code in _expected(rec["restarted"], wrong), said
+
+
+@pytest.mark.spark_line("4.3", reason="the CLI's own settings, the same on every line")
+def test_without_conf_the_program_gets_the_shuffle_partitions_the_checkpoint_pins(
+    tmp_path: Path, modules: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Spark restores the shuffle partitions from the offset log whatever the restarted query
+    # asks for: without --conf the check plans with the checkpoint's (2 here), and says
+    # nothing of a setting the user never gave; with --conf it says Spark ignores theirs.
+    rec = SETS["4.3"]["agg_cat_complete__no_change__100006"]
+    assert rec["session_conf_before"]["spark.sql.shuffle.partitions"] == "2"
+    folder = extract(rec, tmp_path, DATA / "spark-restart")
+    target = _write_job(modules, "job_pinned_partitions", rec["after_code"])
+    checkpoint = str(folder / "checkpoint")
+
+    code, said = _cli(capsys, checkpoint, "--spark", target, "--", str(folder))
+    assert code in (0, 3), said
+    assert not [w for w in said["warnings"] if "asks for" in w["message"]], said["warnings"]
+
+    code, said = _cli(
+        capsys, checkpoint, "--spark", target, "--conf", "spark.sql.shuffle.partitions=8",
+        "--", str(folder),
+    )  # fmt: skip
+    assert code in (0, 3), said
+    assert any("asks for 8, which Spark ignores" in w["message"] for w in said["warnings"])

@@ -53,11 +53,14 @@ SEEN: list[Any] = []
 def test_verdict_agrees_with_the_sink(spark: Any, case_id: str, tmp_path: Path) -> None:
     case = CASES[case_id]
     paths = judge.unpack(case, DATA, tmp_path)
+    # the pair's settings in a session of its own: the shared one keeps the fixture's (this
+    # test set them on it once, and every later test in the run saw 2 shuffle partitions)
+    session = spark.newSession()
     for key, value in case["session_conf"].items():
         if key.startswith("spark.sql."):
-            spark.conf.set(key, value)
-    previous = pytest_opid.fingerprint(judge.build(spark, case["a_code"], paths))
-    writer = judge.build(spark, case["b_code"], paths)
+            session.conf.set(key, value)
+    previous = pytest_opid.fingerprint(judge.build(session, case["a_code"], paths))
+    writer = judge.build(session, case["b_code"], paths)
     truth = case["truth"]
     for check in (
         pytest_opid.check_restore(paths["ckpt"], writer),
