@@ -210,10 +210,12 @@ def gcs_corpus() -> None:
         )
 
         def put(local: Path, name: str) -> None:
-            for path in sorted(p for p in local.rglob("*") if p.is_file()):
-                bucket.blob(f"{name}/{path.relative_to(local).as_posix()}").upload_from_filename(
-                    str(path)
-                )
+            for path in sorted(local.rglob("*")):
+                rel = path.relative_to(local).as_posix()
+                if path.is_file():
+                    bucket.blob(f"{name}/{rel}").upload_from_filename(str(path))
+                elif not any(path.iterdir()):  # the placeholder the GCS connector writes
+                    bucket.blob(f"{name}/{rel}/").upload_from_string(b"")
 
         with tempfile.TemporaryDirectory() as tmp:
             corpus_readings(Path(tmp), put, {"gs": "gs://corpus/", "gcs": "gcs://corpus/"})

@@ -74,9 +74,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "flink/0": root / "flink" / case["savepoint_root"],
         }
         for prefix, local in uploads.items():
-            for path in sorted(p for p in local.rglob("*") if p.is_file()):
-                blob = bucket.blob(f"{prefix}/{path.relative_to(local).as_posix()}")
-                blob.upload_from_filename(str(path))
+            for path in sorted(local.rglob("*")):
+                rel = path.relative_to(local).as_posix()
+                if path.is_file():
+                    bucket.blob(f"{prefix}/{rel}").upload_from_filename(str(path))
+                elif not any(path.iterdir()):  # the placeholder the GCS connector writes
+                    bucket.blob(f"{prefix}/{rel}/").upload_from_string(b"")
         yield {"spark": uploads["spark/q"], "flink": (uploads["flink/0"], case["after"])}
     finally:
         patch.undo()
