@@ -10,7 +10,8 @@ paths)``) judged against A's checkpoint: ``check_restore(ckpt, writer_b)`` and w
 ``previous_fingerprint=fingerprint(writer_a)``; with ``--cli`` also ``opid fingerprint --spark``
 then ``opid check-restore``. A verdict is right for a bad outcome (refused, rows lost or
 duplicated, wrong) where it says "not restorable" or "not safe" (a reinterpretation), and for a
-correct one where it says restorable with nothing reinterpreted. Not collected by pytest: the
+correct one where it says restorable and safe; "unverified" counts the verdicts "restorable,
+not verified" (``safe`` None, the CLI's exit 3), which name no problem. Not collected by pytest: the
 tests run a sample (tests/spark/restart/test_sink_restarts.py).
 """
 
@@ -57,10 +58,24 @@ def build(spark: Any, code: str, paths: dict[str, str]) -> Any:
     return scope["build"](spark, paths)
 
 
-def right(truth: str, check: Any) -> bool:
+def right(truth: str, check: Any) -> str:
+    """``right``, ``unverified`` (restorable, not verified: the CLI's exit 3; for a bad outcome
+    it names no problem) or ``WRONG``."""
+    if check.safe is None:
+        return "unverified"
     if truth in BAD:
-        return not check.restorable or bool(check.reinterpreted)
-    return check.restorable and not check.reinterpreted
+        return "right" if check.safe is False else "WRONG"
+    return "right" if check.safe else "WRONG"
+
+
+def said(check: Any) -> str:
+    if not check.restorable:
+        return "refused"
+    if check.reinterpreted:
+        return "not safe: " + ",".join(r.kind for r in check.reinterpreted)
+    if check.safe is None:
+        return "not verified: " + ",".join(u.kind for u in check.unverified)
+    return "restorable, safe"
 
 
 def main() -> int:
@@ -103,16 +118,10 @@ def main() -> int:
                 verdicts["cli"] = _cli(case, ckpt, Path(tmp))
             for how, check in verdicts.items():
                 ok = right(truth, check)
-                tally[how][f"{truth} {'right' if ok else 'WRONG'}"] += 1
-                if args.verbose or not ok:
-                    said = (
-                        "refused"
-                        if not check.restorable
-                        else ("not safe: " + ",".join(r.kind for r in check.reinterpreted))
-                        if check.reinterpreted
-                        else "restorable"
-                    )
-                    print(f"{'ok ' if ok else 'BAD'} {how:13} {case['id']:40} {truth:16} {said}")
+                tally[how][f"{truth} {ok}"] += 1
+                if args.verbose or ok != "right":
+                    mark = {"right": "ok ", "unverified": "unv"}.get(ok, "BAD")
+                    print(f"{mark} {how:13} {case['id']:40} {truth:16} {said(check)}")
     for how, counts in tally.items():
         print(how, dict(sorted(counts.items())))
     return 0
@@ -153,10 +162,16 @@ def _cli(case: dict[str, Any], ckpt: str, tmp: Path) -> Any:
     def problems(key: str) -> tuple[RestoreProblem, ...]:
         return tuple(RestoreProblem(p["kind"], p["message"]) for p in data.get(key, ()))
 
-    return RestoreCheck(
+    check = RestoreCheck(
         data["engine"], data["restorable"], problems("problems"), problems("warnings"),
-        problems("reinterpreted"),
+        problems("reinterpreted"), unverified=problems("unverified"),
     )  # fmt: skip
+    exit_code = {True: 0, None: 3, False: 1}[check.safe]
+    if done.returncode != exit_code:
+        raise SystemExit(
+            f"{case['id']}: opid check-restore exited {done.returncode}, not {exit_code}"
+        )
+    return check
 
 
 if __name__ == "__main__":

@@ -266,6 +266,7 @@ def case(
         "expected": expected,
         "waits": waits,
         "spark35": spark35,
+        "b_inputs": b_inputs,
     }
 
 

@@ -21,6 +21,7 @@ LAYERS = (
             "errors",
             "text",
             "gc_pause",
+            "time_limits",
             "model",
             "io",
             "result",

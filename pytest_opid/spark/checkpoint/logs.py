@@ -251,3 +251,49 @@ def read_sources(
             )
         out.append(SourceOffset(position, source_id, offset, files))
     return tuple(out)
+
+
+#: Log batches :func:`file_source_batches` reads, at most: enough for the first batches of a
+#: query that starts over, bounded for a long-running one.
+_MAX_EARLY_BATCHES = 1_000
+
+
+def file_source_batches(root: str, source_id: str, last: int) -> dict[int, tuple[str, ...]] | None:
+    """The files each file source log batch 0..``last`` of ``sources/<source_id>`` added, as
+    ``FileStreamSourceLog.get`` returns them; ``None`` where the log is not there, a batch has
+    no log file, or ``last`` is past :data:`_MAX_EARLY_BATCHES`."""
+    if last >= _MAX_EARLY_BATCHES or not safe_component(source_id):
+        return None
+    r = CheckpointReader(root)
+    rel_dir = f"sources/{source_id}"
+    if not r.is_dir(rel_dir):
+        return None
+    try:
+        files = _read_file_source_files(r, source_id, -1, last)
+    except Exception:  # a malformed log: the restart check on it names it
+        return None
+    out: dict[int, list[str]] = {b: [] for b in range(last + 1)}
+    wanted = set(files)
+    for name in r.listdir(rel_dir):
+        if BATCH_NAME.fullmatch(name) or COMPACT_NAME.fullmatch(name):
+            for batch, path in _read_file_source_log(r, f"{rel_dir}/{name}"):
+                if batch <= last and path in wanted and path not in out[batch]:
+                    out[batch].append(path)
+    return {b: tuple(paths) for b, paths in out.items()}
+
+
+def file_source_log_latest(root: str, source_id: str) -> int | None:
+    """The highest batch id of the file source log ``sources/<source_id>/`` (a file or a
+    compaction), ``None`` where it has none or is not there."""
+    if not safe_component(source_id):
+        return None
+    r = CheckpointReader(root)
+    rel_dir = f"sources/{source_id}"
+    if not r.is_dir(rel_dir):
+        return None
+    ids = [
+        int(m.group(1)) if (m := COMPACT_NAME.fullmatch(name)) else int(name)
+        for name in r.listdir(rel_dir)
+        if BATCH_NAME.fullmatch(name) or COMPACT_NAME.fullmatch(name)
+    ]
+    return max(ids, default=None)

@@ -80,6 +80,9 @@ class OldQuery:
     #: were read (:mod:`pytest_opid.spark.query.state_reader`): a sample that is not there was
     #: not read (no session, no window)
     samples: Mapping[int, StateSample] | None = None
+    #: the names of the operators between the sources and the sink of the query that wrote
+    #: it (:func:`plan_of` its fingerprint); ``None``: not known
+    plan: tuple[str, ...] | None = None
 
 
 def stateful_operator(s: StateOperator, fp: Fingerprint, widened: bool = False) -> StatefulOperator:
@@ -103,6 +106,20 @@ def stateful_operator(s: StateOperator, fp: Fingerprint, widened: bool = False) 
         label=s.name,
         operator_id=s.operator_id,
         meaning=s.meaning,
+    )
+
+
+def plan_of(fp: Fingerprint) -> tuple[str, ...]:
+    """The names of a query's operators between its sources and its sink, in the
+    fingerprint's order: no source (``StreamingRelation ...``), no stateful operator (the
+    state checks compare those)."""
+    state = {s.operator_id for s in fp.state_operators or ()}
+    return tuple(
+        op.name
+        for op in fp.operators
+        if not op.stateful
+        and op.operator_id not in state
+        and not op.name.startswith("StreamingRelation")
     )
 
 

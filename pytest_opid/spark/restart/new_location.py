@@ -17,6 +17,8 @@ from pytest_opid.spark.restart.endpoints import (
     same_location,
 )
 from pytest_opid.spark.restart.findings import Findings
+from pytest_opid.spark.restart.replay import overwrites_to_each_row_once, replays_same_batches
+from pytest_opid.spark.restart.unkept import check_unkept
 from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
 from pytest_opid.text import printable
 
@@ -75,7 +77,29 @@ def check_new_location(found: Findings, checkpoint: Checkpoint | None, location:
             if log is not None
             else (0 if _old_file_sink_at(found, path) and checkpoint is None else None)
         )
-        if already is not None:
+        replayed = (
+            already is not None
+            and log is not None
+            and checkpoint is not None
+            and replays_same_batches(new, checkpoint, already)
+        )
+        if replayed:
+            found.warn(
+                "sink",
+                f"The new query runs on a new checkpoint location ({printable(location)}) and "
+                f"writes into the file sink folder {printable(path or '?')}, whose "
+                f"_spark_metadata log holds batches 0 to {already}: {found.spark}'s file sink "
+                'skips them (FileStreamSink: "Skipping already committed batch"), and the new '
+                f"query's batches 0 to {already} read the same files the old query's did (its "
+                "source log, the files' modification times and maxFilesPerTrigger): their rows "
+                "are in the folder already. A change to the input's files or to "
+                "maxFilesPerTrigger before the restart would drop rows.",
+                name="sink",
+            )
+            # the old query's rows stay in the folder: what it made of them counts too
+            assert checkpoint is not None
+            check_unkept(found, new, checkpoint)
+        elif already is not None:
             found.reinterpret(
                 ROWS_LOST,
                 f"Rows lost: the new query runs on a new checkpoint location "
@@ -98,6 +122,35 @@ def check_new_location(found: Findings, checkpoint: Checkpoint | None, location:
                 "spark.read of the folder reads only the files the log lists.",
                 name="sink",
             )
+    elif (
+        kind in ("foreachBatch", "foreach")
+        and again
+        and checkpoint is not None
+        and checkpoint.last_committed_batch is not None
+        and (
+            replays_same_batches(new, checkpoint, checkpoint.last_committed_batch)
+            or overwrites_to_each_row_once(new, checkpoint)
+        )
+    ):
+        last = checkpoint.last_committed_batch
+        same = replays_same_batches(new, checkpoint, last)
+        keeps = (
+            "one idempotent by batch id (it skips or overwrites a batch id it wrote)"
+            if same
+            else "one that overwrites what a batch id wrote (the new query's batches "
+            "replace the old ones of the same ids, and together they read each file once)"
+        )
+        found.unverify(
+            "sink",
+            f"The new query runs on a new checkpoint location ({printable(location)}): the "
+            f"{kind} writer is handed again, under batch ids 0, 1, ..., the files the old "
+            f"query's batches 0 to {last} read"
+            + (" (the same files under the same ids)" if same else "")
+            + f". A writer that appends writes them twice (rows duplicated); {keeps} keeps "
+            "each row once. Which one it is is the writer's code, which no checkpoint keeps: "
+            "check what it does with a batch id it has written." + _fix_new_location(),
+            name="sink",
+        )
     elif kind in _REPLAYING and again:
         found.reinterpret(
             ROWS_DUPLICATED,

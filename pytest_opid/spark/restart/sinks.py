@@ -33,6 +33,9 @@ fine (nothing, or a warning that says what to watch).
 
 from __future__ import annotations
 
+import json
+
+from pytest_opid.spark.checkpoint.logs import file_source_log_latest
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import read_sink_log
 from pytest_opid.spark.restart.endpoints import (
@@ -46,6 +49,7 @@ from pytest_opid.spark.restart.endpoints import (
 from pytest_opid.spark.restart.findings import Findings
 from pytest_opid.spark.restart.new_location import check_new_location, new_location
 from pytest_opid.spark.restart.source_options import offsets_against, source_changes
+from pytest_opid.spark.restart.unkept import check_unkept
 from pytest_opid.spark.vocabulary import AGGREGATIONS
 from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
 from pytest_opid.text import printable
@@ -91,6 +95,7 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
         )
     if new is None or new.sink is None:
         return ()
+    check_trigger(found)
     on_disk = False
     if checkpoint is not None and new is not None and new.sink_kind == "file":
         on_disk = _file_sink_on_disk(found, new, checkpoint)
@@ -113,7 +118,14 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
     if checkpoint is not None:
         offsets_against(found, new, checkpoint)
         _checkpoint_state(found, new, checkpoint)
-    checked = ["sink", "source options"]
+        check_unkept(found, new, checkpoint)
+    unkept = any(u.kind == "endpoints" for u in found.unverified)
+    # what the checkpoint does not keep is in the unverified item, not among the verified
+    checked = (
+        ["sink and sources against the checkpoint's files"]
+        if unkept
+        else ["sink", "source options"]
+    )
     if on_disk:
         checked.append("the file sink's _spark_metadata log")
     return tuple(checked)
@@ -156,7 +168,18 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
             name="sink",
         )
         return True
-    if log.latest > committed:
+    last = checkpoint.last_batch
+    if log.latest > committed and last is not None and log.latest <= last:
+        found.warn(
+            "sink",
+            f"The checkpoint's commit log ends at batch {committed} and its offset log at "
+            f"{last}: {found.spark} runs batches {following} to {log.latest} again with the "
+            f'offsets they had, and the file sink skips them (FileStreamSink: "Skipping '
+            f'already committed batch"): its log {shown}/_spark_metadata holds them, with '
+            "the rows those offsets read.",
+            name="sink",
+        )
+    elif log.latest > committed:
         found.reinterpret(
             ROWS_LOST,
             f"Rows lost: the file sink's log {shown}/_spark_metadata already holds batch "
@@ -208,6 +231,33 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
     return True
 
 
+def check_trigger(found: Findings) -> None:
+    """A continuous trigger on a sink that only runs micro-batches: ``StreamingQueryManager``
+    hands a ``ContinuousTrigger`` to ``ContinuousExecution`` only for a V2 sink
+    (``SupportsWrite``); a file sink (``FileStreamSink``) or foreachBatch (``ForeachBatchSink``)
+    gets ``MicroBatchExecution``, whose trigger executor knows processing-time, once and
+    available-now triggers only."""
+    new = endpoints_of(found.new.endpoints)
+    if new is None or new.sink is None:
+        return
+    trigger = new.sink.get("trigger", "")
+    if not trigger.startswith("ContinuousTrigger") or new.sink_kind not in ("file", "foreachBatch"):
+        return
+    sink = "a file sink" if new.sink_kind == "file" else "foreachBatch"
+    found.problem(
+        "trigger",
+        f"{found.spark} stops the query with [STREAM_FAILED] ... java.lang."
+        f"IllegalStateException: Unknown type of trigger: {printable(trigger)}: {sink} runs "
+        "in micro-batches only (MicroBatchExecution), which knows processing-time, once and "
+        "available-now triggers; continuous processing needs a sink that supports it (Kafka, "
+        "memory, console, foreach).\n"
+        "Fix:\n"
+        "  - keep a micro-batch trigger (trigger(processingTime=...) or availableNow=True) "
+        "with this sink",
+        name="sink",
+    )
+
+
 def _checkpoint_state(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> None:
     """What the checkpoint's own logs make Spark do with the new sink: a memory sink that
     cannot recover (``MemorySink``: only in complete mode), a batch planned but not committed
@@ -246,6 +296,40 @@ def _checkpoint_state(found: Findings, new: Endpoints, checkpoint: Checkpoint) -
             f"{last}'s rows), or delete what batch {last} wrote before the restart",
             name="sink",
         )
+    elif kind in ("foreachBatch", "foreach", "console", "kafka"):
+        _file_log_ahead(found, kind, checkpoint)
+
+
+def _file_log_ahead(found: Findings, kind: str, checkpoint: Checkpoint) -> None:
+    """A file source log past the offsets the offset log keeps: a batch ran whose offsets (and
+    commit) are gone. ``FileStreamSource`` knows its files as seen from the log, and the
+    restarted query's next batch reads them again (from the log batch after the kept offset),
+    so the sink is handed what that batch already delivered."""
+    for saved in checkpoint.sources:
+        try:
+            offset = json.loads(saved.offset or "")
+        except ValueError:
+            continue
+        if not isinstance(offset, dict) or not isinstance(offset.get("logOffset"), int):
+            continue
+        kept = offset["logOffset"]
+        latest = file_source_log_latest(checkpoint.path, saved.source_id)
+        if latest is None or latest <= kept:
+            continue
+        found.reinterpret(
+            ROWS_DUPLICATED,
+            f"Rows duplicated: the file source log sources/{saved.source_id} holds log "
+            f"batches up to {latest}, and the checkpoint's last offsets end at log batch "
+            f"{kept}: a batch ran after the last one the offset log keeps (its offsets and "
+            f"commit are gone). {found.spark}'s next batch reads log batches {kept + 1} to "
+            f"{latest} again, and the {kind} sink is handed rows the lost batch already "
+            "delivered.\n"
+            "Fix:\n"
+            "  - restore the checkpoint's offsets and commits from a backup, or delete what "
+            f"the lost batch wrote before the restart, or make the {kind} writer skip rows "
+            "it has written (by a key of the rows)",
+            name="sink",
+        )
 
 
 def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool) -> None:
@@ -267,11 +351,18 @@ def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool
                 name="sink",
             )
         elif now != "file":
-            found.warn(
-                "sink",
-                f"The sink was {was} and is now {now}: allowed (the guide's file -> Kafka, "
-                f"Kafka <-> foreach); the new sink is handed only the batches after the "
-                f"restart, and the old sink keeps what it had.",
+            found.reinterpret(
+                ROWS_LOST,
+                f"Rows lost (to readers of the new sink): the sink was {was} and is now {now}. "
+                "The Structured Streaming guide allows it (file -> Kafka, Kafka <-> foreach), "
+                f"and {found.spark} hands the new sink only the batches after the restart: the "
+                "rows of the batches before stay in the old sink, and the new one never gets "
+                "them.\n"
+                "Fix:\n"
+                "  - copy what the old sink holds into the new one (its readers then see every "
+                "row), then accept the change: pytest --snapshot-update (opid check-restore: "
+                "--allow-reinterpreted-state)\n"
+                "  - or keep the sink as it was on this checkpoint",
                 name="sink",
             )
         return
@@ -377,5 +468,6 @@ __all__ = [
     "ROWS_LOST",
     "check_endpoints",
     "check_new_location",
+    "check_trigger",
     "new_location",
 ]

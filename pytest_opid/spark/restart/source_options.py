@@ -19,14 +19,9 @@ from pytest_opid.spark.restart.endpoints import (
     Endpoints,
 )
 from pytest_opid.spark.restart.findings import Findings
+from pytest_opid.spark.restart.unkept import RATE_LIMITS
 from pytest_opid.spark.words import new_location_fix
 from pytest_opid.text import printable
-
-#: Source options that only limit how much a batch reads (the guide allows changing them).
-_RATE_LIMITS = frozenset(
-    {"maxfilespertrigger", "maxbytespertrigger", "maxoffsetspertrigger", "minoffsetspertrigger",
-     "maxtriggerdelay", "maxrowspertrigger", "maxrecordspertrigger"}
-)  # fmt: skip
 
 #: Kafka's options that choose what is read.
 _KAFKA_SUBSCRIPTION = ("subscribe", "subscribepattern", "assign")
@@ -60,7 +55,7 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
         for fact in sorted(set(facts) | set(before)):
             a, b = before.get(fact), facts.get(fact)
             key = fact.removeprefix("option ").lower()
-            if a == b or key in _RATE_LIMITS or fact in ("path", "schema", "class"):
+            if a == b or key in RATE_LIMITS or fact in ("path", "schema", "class"):
                 continue
             if fmt == "rate" and key in ("rowspersecond", "rampuptime"):
                 found.reinterpret(

@@ -57,9 +57,15 @@ from pytest_opid.spark.restart.findings import (
     OldQuery,
     OldSource,
     StatefulOperator,
+    plan_of,
     stateful_operator,
 )
-from pytest_opid.spark.restart.sinks import check_endpoints, check_new_location, new_location
+from pytest_opid.spark.restart.sinks import (
+    check_endpoints,
+    check_new_location,
+    check_trigger,
+    new_location,
+)
 from pytest_opid.spark.restart.sources import check_sources
 from pytest_opid.spark.restart.state import check_state
 from pytest_opid.spark.restart.widening import as_nullable
@@ -152,6 +158,7 @@ def check_checkpoint(
         with_plan=previous is not None,
         endpoints=None if previous is None else previous.endpoints,
         samples=samples,
+        plan=None if previous is None else plan_of(previous),
     )
     exact = widened or planned or not _widened_by_its_spark(new)
     partitions = int(shuffle) if shuffle and shuffle.isdigit() else None
@@ -210,6 +217,7 @@ def check_fingerprint(old: Fingerprint, new: Fingerprint) -> RestoreCheck:
             # transformWithState's encoding, which the checkpoint pins (recorded as a fact)
             avro=any((ENCODING_FACT, "avro") in s.meaning for s in state_ops),
             endpoints=old.endpoints,
+            plan=plan_of(old),
         ),
         new,
         None,
@@ -277,6 +285,7 @@ def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreChec
     if moved is not None:
         # Spark starts the query as a new one there: the old checkpoint's state and offsets
         # are not read, and what the sources read again reaches the sink again.
+        check_trigger(found)
         check_new_location(found, checkpoint, moved)
         return RestoreCheck(
             ENGINE,
@@ -285,6 +294,7 @@ def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreChec
             tuple(found.warnings),
             tuple(found.reinterpreted),
             ("checkpoint location", "sink", "sources"),
+            tuple(found.unverified) if not found.problems else (),
             resumes=(
                 f"{found.spark} starts the new query on a new checkpoint location "
                 f"({moved}): empty state, its sources from their beginning"
