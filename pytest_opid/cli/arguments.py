@@ -197,7 +197,11 @@ def parser(version: str) -> argparse.ArgumentParser:
         "The query: a saved fingerprint FINGERPRINT, or --spark MODULE:FUNCTION -- ARGS as "
         "for fingerprint, planned with the settings the checkpoint pins.",
     )
-    record.add_argument("path", metavar="CHECKPOINT", help="the query's checkpoint location")
+    record.add_argument(
+        "path",
+        metavar="CHECKPOINT",
+        help="the query's checkpoint location: a folder, or its URL in a store (s3a://...)",
+    )
     record.add_argument(
         "file", metavar="FINGERPRINT", nargs="?", help="the query's saved fingerprint"
     )

@@ -145,7 +145,13 @@ class _Store:
 
 
 def _env_secrets() -> tuple[str, ...]:
-    return tuple(v for name in _SECRET_ENV if len(v := os.environ.get(name, "")) >= 4)
+    found = [v for name in _SECRET_ENV if len(v := os.environ.get(name, "")) >= 4]
+    # the key or token inside an Azure connection string, as a message might repeat it
+    for item in os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "").split(";"):
+        key, _, value = item.partition("=")
+        if key.strip().lower() in ("accountkey", "sharedaccesssignature") and len(value) >= 4:
+            found.append(value.strip())
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -171,9 +177,9 @@ class Location:
 
     @property
     def name(self) -> str:
-        return self.path.rstrip("/").rpartition("/")[2] if not self.is_local else Path(
-            self.path
-        ).name
+        return (
+            self.path.rstrip("/").rpartition("/")[2] if not self.is_local else Path(self.path).name
+        )
 
     def child(self, *names: str) -> Location:
         """The entry ``names`` down from here (each one path component)."""
@@ -307,6 +313,18 @@ class Location:
         self._store.counters.add(0, len(data))
         return data
 
+    def write_bytes(self, data: bytes) -> None:
+        """Put ``data`` at this remote file in one request (an object store's PUT replaces an
+        object whole: a reader sees the old one or the new one, never a part). The only write
+        this module makes: the deploy record (``opid record-deploy``) beside a checkpoint."""
+        assert not self.is_local
+        fs = self._store.fs
+        try:
+            self._call("write the file", fs.pipe_file, self.path, data)
+        except _Missing as exc:
+            raise self._fail(f"cannot write the file ({exc})") from None
+        self._store.listings.pop(self.path.rstrip("/").rpartition("/")[0], None)
+
     def _listed(self) -> bool:
         return self.path.rstrip("/").rpartition("/")[0] in self._store.listings
 
@@ -438,21 +456,27 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
     m = _URL.fullmatch(text)
     assert m is not None
     scheme, rest = m.group(1).lower(), m.group(2)
+    protocol, extra, package = _SCHEMES[scheme]
+    sas = ""
     if "?" in rest or "#" in rest:
         cut = min(i for i in (rest.find("?"), rest.find("#")) if i >= 0)
-        raise DocumentError(
-            f"{printable(text[: len(scheme) + 1 + cut])}: a query or fragment in a URL is not "
-            "read; give credentials through the store's usual environment or profile"
-        )
-    protocol, extra, package = _SCHEMES[scheme]
+        query = rest[cut + 1 :]
+        if protocol == "abfs" and rest[cut] == "?" and "#" not in query and _is_sas(query):
+            sas, rest = query, rest[:cut]  # an Azure SAS token: the URL's own credential
+        else:
+            raise DocumentError(
+                f"{printable(text[: len(scheme) + 1 + cut])}: a query or fragment in a URL is "
+                "not read (but an Azure SAS token, ?sv=...&sig=...); give credentials through "
+                "the store's usual environment or profile"
+            )
     if protocol == "file":
         local = unquote(rest[2:] if rest.startswith("//") else rest)
         if local.startswith("localhost/"):
             local = local[len("localhost") :]
         return Location(local, local)
     options: dict[str, Any] = {}
-    secrets: tuple[str, ...] = ()
-    shown = f"{m.group(1)}:{rest}"
+    secrets: tuple[str, ...] = _sas_secrets(sas)
+    shown = f"{m.group(1)}:{rest}"  # without a SAS token
     host_and_path = rest[2:] if rest.startswith("//") else rest.lstrip("/")
     host, slash, tail = host_and_path.partition("/")
     user, at, bare_host = host.rpartition("@")
@@ -469,13 +493,73 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
         # container@account.dfs.core.windows.net/path: the account for adlfs, the container
         # as the first component of its paths
         container, at, account = host.partition("@")
-        if at:
-            options["account_name"] = account.partition(".")[0]
+        options.update(_azure_options(account.partition(".")[0] if at else "", sas, shown))
         path = f"{container}/{tail}"
     else:
         path = f"{host}/{tail}"
     fs = _filesystem(protocol, extra, package, options, text if not secrets else shown)
     return Location(printable(shown), path.rstrip("/") or path, scheme, _Store(fs, secrets))
+
+
+def _is_sas(query: str) -> bool:
+    """Whether a URL's query is an Azure shared access signature (its ``sig``, and the
+    ``sv`` version or ``se`` expiry every SAS carries)."""
+    keys = {part.partition("=")[0] for part in query.split("&")}
+    return "sig" in keys and bool(keys & {"sv", "se"})
+
+
+def _sas_secrets(sas: str) -> tuple[str, ...]:
+    """A SAS token's texts that must appear in no message: the token, its signature (as
+    written and decoded)."""
+    if not sas:
+        return ()
+    sigs = [part[4:] for part in sas.split("&") if part.startswith("sig=")]
+    return (sas, *sigs, *(unquote(sig) for sig in sigs))
+
+
+#: The connection string adlfs and Azure's own tools read.
+_AZURE_CONNECTION = "AZURE_STORAGE_CONNECTION_STRING"
+
+
+def _azure_options(account: str, sas: str, shown: str) -> dict[str, Any]:
+    """adlfs's options for a URL naming ``account`` (empty for ``az://container/path``),
+    with the URL's SAS token if any. A connection string in the environment names the
+    account's endpoint (an emulator's, a sovereign cloud's); one naming another account than
+    the URL is an error, never a read of the other account. A SAS token in the URL is the
+    credential: with the connection string's endpoint where there is one (Azure's SAS
+    connection string, ``BlobEndpoint=...;SharedAccessSignature=...``), else the account's."""
+    options: dict[str, Any] = {}
+    if account:
+        options["account_name"] = account
+    given = os.environ.get(_AZURE_CONNECTION, "")
+    parts = dict(
+        (key.strip().lower(), value.strip())
+        for key, _, value in (item.partition("=") for item in given.split(";"))
+        if key.strip()
+    )
+    named = parts.get("accountname", "")
+    endpoint = parts.get("blobendpoint", "")
+    if account and named and named != account:
+        raise DocumentError(
+            f"{printable(shown)}: the account is {printable(account)}, but "
+            f"{_AZURE_CONNECTION} is {printable(named)}'s; set the account's own connection string"
+        )
+    if sas:
+        if endpoint:
+            options["connection_string"] = f"BlobEndpoint={endpoint};SharedAccessSignature={sas}"
+        elif account:
+            options["sas_token"] = sas
+            if given:  # adlfs would take it before the token
+                raise DocumentError(
+                    f"{printable(shown)}: a SAS token in the URL, and {_AZURE_CONNECTION} "
+                    "without a BlobEndpoint: unset one of them"
+                )
+        else:
+            raise DocumentError(
+                f"{printable(shown)}: a SAS token needs the account: "
+                "abfss://container@account.dfs.core.windows.net/path?sv=..."
+            )
+    return options
 
 
 def _filesystem(

@@ -19,6 +19,7 @@ without recording) is set aside with a warning that says so, never judged agains
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import tempfile
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from pathlib import Path
 from pytest_opid.errors import DocumentError, OpidError
 from pytest_opid.inputs import fingerprint
 from pytest_opid.io.json import input_limit
-from pytest_opid.io.storage import Location
+from pytest_opid.io.storage import Location, is_url, locate
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem
 from pytest_opid.spark.checkpoint.files import RECORD_NAME
 from pytest_opid.spark.checkpoint.model import Checkpoint
@@ -57,15 +58,26 @@ def record_path(checkpoint: str | os.PathLike[str]) -> Path:
     return Path(checkpoint) / RECORD_NAME
 
 
-def write_record(checkpoint: str | os.PathLike[str], fp: Fingerprint) -> Path:
+def write_record(
+    checkpoint: str | os.PathLike[str] | Location, fp: Fingerprint
+) -> Path | Location:
     """Write ``fp`` as the checkpoint's record, atomically (a temporary file in the same folder,
     renamed): a reader sees the old record or the new one, never half of one. The folder is
-    created when the query has not started yet (Spark then starts in it as in an empty one)."""
+    created when the query has not started yet (Spark then starts in it as in an empty one).
+    A checkpoint in a store (a URL) gets it in one PUT, as whole."""
     if fp.engine not in ("", "spark") or fp.mode == "batch" or fp.state_operators is None:
         raise DocumentError(
             "the recorded program must be the streaming query that runs on the checkpoint "
             f"(got a {fp.engine or 'plain'} {fp.mode} fingerprint)"
         )
+    if isinstance(checkpoint, Location) or is_url(checkpoint):
+        where = locate(checkpoint) / RECORD_NAME
+        if where.is_local:  # a file:// URL
+            return write_record(where.path[: -len(RECORD_NAME) - 1], fp)
+        text = io.BytesIO()
+        fp.write_json(text)
+        where.write_bytes(text.getvalue())
+        return where
     folder = Path(checkpoint)
     if folder.exists() and not folder.is_dir():
         raise DocumentError(f"{folder}: not a directory")

@@ -23,7 +23,7 @@ from pytest_opid.restore import require_same_job
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.deployed import read_record, with_record, write_record
-from pytest_opid.spark.query.state_reader import read_samples
+from pytest_opid.spark.query.state_reader import read_samples, read_samples_from_store
 from pytest_opid.spark.restart.verdict import check_checkpoint, check_fingerprint
 from pytest_opid.spark.restart.written_by import check_written_by
 from pytest_opid.spark.versions import (
@@ -96,13 +96,14 @@ class SparkRestore:
         widened = checkpoint.confs.get(ALWAYS_NULLABLE, "false")
         planned = _fingerprint_widened(program, widened)
         # Without the old query's plan, the state's own rows show its windows (Spark's reader;
-        # a local checkpoint only: a store's would need Spark's own connector for it).
+        # a checkpoint in a store: its windowed operators' state copied for the reader).
         session = getattr(_planned_frame(program), "sparkSession", None)
-        samples = (
-            read_samples(session, previous, checkpoint)
-            if written_by is None and session is not None and isinstance(previous, Path)
-            else None
-        )
+        samples = None
+        if written_by is None and session is not None:
+            if isinstance(previous, Path):
+                samples = read_samples(session, previous, checkpoint)
+            elif not previous.is_local:
+                samples = read_samples_from_store(session, previous, checkpoint)
         if planned is None:
             check = check_checkpoint(
                 checkpoint, fingerprint(program), previous=written_by, samples=samples
@@ -114,13 +115,14 @@ class SparkRestore:
         return with_record(record, check)
 
 
-def record_deploy(checkpoint: str | os.PathLike[str], program: Any) -> Path:
+def record_deploy(checkpoint: str | os.PathLike[str], program: Any) -> Path | Location:
     """Keep the running query's fingerprint in its checkpoint folder, for ``check_restore`` on
     that checkpoint to judge the next version's meaning by. ``program``: the query started on
     the checkpoint (a DataFrame, a ``StreamingQuery``), its fingerprint or a saved one; a live
     one is planned as Spark plans it on that checkpoint (the state schema widening it pins),
-    where the checkpoint has started already. Returns the record's path."""
-    path = Path(checkpoint)
+    where the checkpoint has started already. ``checkpoint``: a folder or the URL of one in a
+    store. Returns the record's path."""
+    path = path_or_location(checkpoint)
     if isinstance(program, (Fingerprint, str, os.PathLike, dict)):
         return write_record(path, fingerprint(program))
     planned = None

@@ -13,9 +13,11 @@ checked from the shell) nothing is read, and the verdict says so.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_opid.io.storage import Location
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.state_rows import SAMPLE_ROWS, StateSample
 
@@ -23,6 +25,61 @@ from pytest_opid.spark.checkpoint.state_rows import SAMPLE_ROWS, StateSample
 #: ``StateStoreSaveExec`` keys a time window's aggregate by ``window`` (a struct of ``start``
 #: and ``end``); ``SessionWindowStateStoreSaveExec`` keeps ``session_window`` in the value.
 _WINDOWED = {"stateStoreSave": "key", "sessionWindowStateStoreSaveExec": "value"}
+
+
+#: What a sample of a checkpoint in a store may download (its windowed operators' state
+#: folders, the latest offset and commit, ``metadata``): more is not read, and the sample says so.
+STORE_FILES = 200
+STORE_BYTES = 16 * 1024 * 1024
+
+
+def read_samples_from_store(
+    session: Any, where: Location, checkpoint: Checkpoint, limit: int = SAMPLE_ROWS
+) -> dict[int, StateSample]:
+    """:func:`read_samples` of a checkpoint in a store: Spark's reader needs a file system
+    Spark can read, so the windowed operators' state folders, the latest offset and commit
+    entries and ``metadata`` are copied to a temporary folder first, from one recursive
+    listing, within :data:`STORE_FILES` files and :data:`STORE_BYTES` bytes (a long-running
+    query keeps thousands of state files: then nothing is read, and the sample says why)."""
+    wanted = {op.operator_id for op in checkpoint.state_operators if _windowed(op)}
+    if not wanted:
+        return {}
+    every = dict(where.walk())
+    latest = {}
+    for log in ("offsets", "commits"):
+        batches = [int(rel[len(log) + 1 :]) for rel in every if _entry_of(rel, log)]
+        if batches:
+            latest[f"{log}/{max(batches)}"] = every[f"{log}/{max(batches)}"]
+    state = {
+        rel: size
+        for rel, size in every.items()
+        if rel.split("/")[:2] in ([["state", str(i)] for i in wanted]) and not rel.endswith(".crc")
+    }
+    chosen = {**latest, **state, **({"metadata": every["metadata"]} if "metadata" in every else {})}
+    if len(chosen) > STORE_FILES or sum(chosen.values()) > STORE_BYTES:
+        why = (
+            f"the state in the store is {len(state)} files, {sum(state.values())} bytes: over "
+            f"the {STORE_FILES} files, {STORE_BYTES} bytes a sample reads"
+        )
+        return {i: StateSample(i, not_read=why) for i in sorted(wanted)}
+    with tempfile.TemporaryDirectory(prefix="opid-state-") as temporary:
+        root = Path(temporary)
+        for rel, size in sorted(chosen.items()):
+            target = root.joinpath(*rel.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(where.child(*rel.split("/")).read_bytes(size))
+        return read_samples(session, root, checkpoint, limit)
+
+
+def _entry_of(rel: str, log: str) -> bool:
+    head, _, name = rel.partition("/")
+    return head == log and name.isdigit()
+
+
+def _windowed(op: Any) -> bool:
+    where = _WINDOWED.get(op.operator_name or "")
+    field = "window" if where == "key" else "session_window"
+    return where is not None and field in _struct_fields(_default_schema(op, where))
 
 
 def read_samples(
