@@ -36,6 +36,7 @@ from urllib.parse import unquote
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import input_limit, not_regular
 from pytest_opid.text import printable, quote
+from pytest_opid.time_limits import seconds_from_environment
 
 __all__ = [
     "TIMEOUT_ENV",
@@ -420,16 +421,8 @@ def _what_the_store_said(exc: BaseException) -> str:
 
 
 def _timeout() -> float:
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not text:
-        return _DEFAULT_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 86400:
-        raise DocumentError(f"{TIMEOUT_ENV}={quote(text, 40)}: expected seconds > 0")
-    return value
+    """``OPID_STORAGE_TIMEOUT`` or the default: how long one request to a store may take."""
+    return seconds_from_environment(TIMEOUT_ENV, _DEFAULT_TIMEOUT)
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:

@@ -13,15 +13,13 @@ import json
 import tarfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_opid.cli import main
 from pytest_opid.restore import check_restore
 from tests.storage import azurite
-from tests.storage.test_s3_urls import DATA, SPARK_SAMPLE, _cases, _tarballs
+from tests.storage.samples import DATA, SPARK_SAMPLE, cases, run_cli, same_as_local, tarballs
 
 HOST = f"{azurite.ACCOUNT}.dfs.core.windows.net"
 
@@ -38,14 +36,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         service.create_container("ckpts")
         spark = []
         for data_set, folder, index in (SPARK_SAMPLE[0], SPARK_SAMPLE[2]):
-            tarball = _tarballs(data_set, folder)[index]
+            tarball = tarballs(data_set, folder)[index]
             name = f"{data_set}-{tarball.name.removesuffix('.tar.gz')}"
             with tarfile.open(tarball) as tar:
                 tar.extractall(root / name, filter="data")
             local = root / name / "checkpoint"
             azurite.upload(service, "ckpts", local, f"spark/{name}")
             spark.append((local, f"spark/{name}"))
-        case = _cases(DATA / "flink-restore" / "cases.jsonl.gz")[79]
+        case = cases(DATA / "flink-restore" / "cases.jsonl.gz")[79]
         with tarfile.open(DATA / "flink-restore" / case["savepoint"]) as tar:
             tar.extractall(root / "flink", filter="data")
         local = root / "flink" / case["savepoint_root"]
@@ -66,27 +64,16 @@ def env(store: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return store
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _same(here: tuple[int, str, str], there: tuple[int, str, str], local: Path, url: str) -> None:
-    assert there[0] == here[0], there[2]
-    assert there[1].replace(url, "<location>") == here[1].replace(str(local), "<location>")
-
-
 def _urls(key: str) -> list[str]:
     return [f"abfss://ckpts@{HOST}/{key}", f"abfs://ckpts@{HOST}/{key}", f"az://ckpts/{key}"]
 
 
 def test_spark_checkpoints_read_from_azure_as_locally(env, capsys) -> None:
     for local, key in env["spark"]:
-        here = _run(capsys, "checkpoint", str(local), "--json")
+        here = run_cli(capsys, "checkpoint", str(local), "--json")
         assert here[0] == 0
         for url in _urls(key):
-            _same(here, _run(capsys, "checkpoint", url, "--json"), local, url)
+            same_as_local(here, run_cli(capsys, "checkpoint", url, "--json"), local, url)
 
 
 def test_flink_savepoint_and_verdict_from_azure_as_locally(env, capsys, tmp_path) -> None:
@@ -94,15 +81,15 @@ def test_flink_savepoint_and_verdict_from_azure_as_locally(env, capsys, tmp_path
     program = tmp_path / "after.json"
     program.write_text(json.dumps(after))
     url = _urls(key)[0]
-    _same(
-        _run(capsys, "savepoint", str(local), "--json"),
-        _run(capsys, "savepoint", url, "--json"),
+    same_as_local(
+        run_cli(capsys, "savepoint", str(local), "--json"),
+        run_cli(capsys, "savepoint", url, "--json"),
         local,
         url,
     )
-    _same(
-        _run(capsys, "check-restore", str(local), str(program)),
-        _run(capsys, "check-restore", url, str(program)),
+    same_as_local(
+        run_cli(capsys, "check-restore", str(local), str(program)),
+        run_cli(capsys, "check-restore", url, str(program)),
         local,
         url,
     )
@@ -111,7 +98,9 @@ def test_flink_savepoint_and_verdict_from_azure_as_locally(env, capsys, tmp_path
 
 def test_another_accounts_connection_string_is_refused(env, capsys) -> None:
     _local, key = env["spark"][0]
-    code, out, err = _run(capsys, "checkpoint", f"abfss://ckpts@other.dfs.core.windows.net/{key}")
+    code, out, err = run_cli(
+        capsys, "checkpoint", f"abfss://ckpts@other.dfs.core.windows.net/{key}"
+    )
     assert (code, out) == (2, "")
     assert "the account is other" in err and err.count("\n") == 1
 
@@ -140,25 +129,26 @@ def test_a_sas_token_in_the_url_reads_and_is_in_no_output(
     url = f"{bare}?{token}"
     slim = tmp_path / "slim"
     outputs = [
-        _run(capsys, "checkpoint", url, "--json", "--verbose"),
-        _run(capsys, "checkpoint", url),
-        _run(capsys, "checkpoint", "--slim", url, str(slim)),
-        _run(capsys, "checkpoint", f"{_urls('spark/none')[0]}?{token}"),
-        _run(capsys, "savepoint", url),
+        run_cli(capsys, "checkpoint", url, "--json", "--verbose"),
+        run_cli(capsys, "checkpoint", url),
+        run_cli(capsys, "checkpoint", "--slim", url, str(slim)),
+        run_cli(capsys, "checkpoint", f"{_urls('spark/none')[0]}?{token}"),
+        run_cli(capsys, "savepoint", url),
     ]
     assert [o[0] for o in outputs] == [0, 0, 0, 2, 2]
-    _same(_run(capsys, "checkpoint", str(local), "--json"), (*outputs[0][:2], ""), local, bare)
+    here = run_cli(capsys, "checkpoint", str(local), "--json")
+    same_as_local(here, (*outputs[0][:2], ""), local, bare)
     flink_local, flink_key, after = store["flink"]
     program = tmp_path / "after.json"
     program.write_text(json.dumps(after))
     flink_url = _urls(flink_key)[0]
-    verdict = _run(capsys, "check-restore", f"{flink_url}?{token}", str(program))
-    here = _run(capsys, "check-restore", str(flink_local), str(program))
-    _same(here, verdict, flink_local, flink_url)
+    verdict = run_cli(capsys, "check-restore", f"{flink_url}?{token}", str(program))
+    here = run_cli(capsys, "check-restore", str(flink_local), str(program))
+    same_as_local(here, verdict, flink_local, flink_url)
     outputs.append(verdict)
     # a token the account did not sign: refused by the store, one line, the token unsaid
     forged = token.replace(sig, "A" * (len(sig) - 3) + "%3D")
-    denied = _run(capsys, "checkpoint", f"{bare}?{forged}")
+    denied = run_cli(capsys, "checkpoint", f"{bare}?{forged}")
     assert denied[0] == 2 and denied[2].count("\n") == 1
     outputs.append(denied)
     for _code, out, err in outputs:
@@ -172,9 +162,9 @@ def test_a_sas_token_in_the_url_reads_and_is_in_no_output(
 
 def test_a_query_other_than_a_sas_token_is_refused(env, capsys) -> None:
     _local, key = env["spark"][0]
-    code, out, err = _run(capsys, "checkpoint", f"{_urls(key)[0]}?versionid=3")
+    code, out, err = run_cli(capsys, "checkpoint", f"{_urls(key)[0]}?versionid=3")
     assert (code, out) == (2, "") and "a query or fragment in a URL is not read" in err
-    code, out, err = _run(capsys, "checkpoint", f"s3://ckpts/{key}?sv=1&sig=abcd")
+    code, out, err = run_cli(capsys, "checkpoint", f"s3://ckpts/{key}?sv=1&sig=abcd")
     assert (code, out) == (2, "") and "abcd" not in err
 
 
@@ -220,7 +210,7 @@ def test_an_azure_store_that_never_answers(capsys, monkeypatch) -> None:
             f"{endpoint}/{azurite.ACCOUNT}"))  # fmt: skip
         monkeypatch.setenv("OPID_STORAGE_TIMEOUT", "2")
         started = time.monotonic()
-        code, out, err = _run(capsys, "checkpoint", f"abfss://ckpts@{HOST}/q")
+        code, out, err = run_cli(capsys, "checkpoint", f"abfss://ckpts@{HOST}/q")
     assert time.monotonic() - started < 20
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert "did not answer in 2 s" in err and azurite.KEY not in err

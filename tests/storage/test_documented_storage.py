@@ -4,19 +4,17 @@ Flink savepoint of tests/data at the URLs the page shows."""
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
-import json
 import os
 import shlex
 import subprocess
 import tarfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.spark.test_readme_walkthrough import blocks
+from tests.storage.samples import cases
 
 _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parents[1]
@@ -47,7 +45,7 @@ def test_the_pages_commands_run_as_written(tmp_path: Path) -> None:
         loopback.upload(
             s3, "prod-checkpoints", tmp_path / "spark" / "checkpoint", "page_view_stats"
         )
-        case = _cases(data / "flink-restore" / "cases.jsonl.gz")[0]
+        case = cases(data / "flink-restore" / "cases.jsonl.gz")[0]
         with tarfile.open(data / "flink-restore" / case["savepoint"]) as tar:
             tar.extractall(tmp_path / "flink", filter="data")
         loopback.upload(
@@ -71,15 +69,10 @@ def test_the_pages_commands_run_as_written(tmp_path: Path) -> None:
 
 
 def test_the_savepoint_shown_is_the_one_uploaded() -> None:
-    case = _cases(ROOT / "tests/data/flink-restore/cases.jsonl.gz")[0]
+    case = cases(ROOT / "tests/data/flink-restore/cases.jsonl.gz")[0]
     assert case["savepoint_root"] in PAGE.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", ["checkpoints-where-they-live"])
 def test_the_page_is_in_the_contents(name: str) -> None:
     assert name in (ROOT / "docs" / "contents.md").read_text(encoding="utf-8")
-
-
-def _cases(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]

@@ -17,14 +17,12 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_opid.cli import main
 from pytest_opid.restore import check_restore
-from tests.storage.test_s3_urls import DATA, SPARK_SAMPLE, _cases, _tarballs
+from tests.storage.samples import DATA, SPARK_SAMPLE, cases, run_cli, same_as_local, tarballs
 
 
 def _free_port() -> int:
@@ -64,9 +62,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "ckpts"
         )
         data_set, folder, index = SPARK_SAMPLE[2]
-        with tarfile.open(_tarballs(data_set, folder)[index]) as tar:
+        with tarfile.open(tarballs(data_set, folder)[index]) as tar:
             tar.extractall(root / "spark", filter="data")
-        case = _cases(DATA / "flink-restore" / "cases.jsonl.gz")[0]
+        case = cases(DATA / "flink-restore" / "cases.jsonl.gz")[0]
         with tarfile.open(DATA / "flink-restore" / case["savepoint"]) as tar:
             tar.extractall(root / "flink", filter="data")
         uploads = {
@@ -87,24 +85,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         child.wait(10)
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _same(here: tuple[int, str, str], there: tuple[int, str, str], local: Path, url: str) -> None:
-    assert there[0] == here[0], there[2]
-    assert there[1].replace(url, "<location>") == here[1].replace(str(local), "<location>")
-
-
 def test_spark_checkpoint_read_from_gcs_as_locally(store, capsys) -> None:
     local = store["spark"]
     for extra in ([], ["--json"]):
-        here = _run(capsys, "checkpoint", str(local), *extra)
+        here = run_cli(capsys, "checkpoint", str(local), *extra)
         assert here[0] == 0
         for url in ("gs://ckpts/spark/q", "gcs://ckpts/spark/q"):
-            _same(here, _run(capsys, "checkpoint", url, *extra), local, url)
+            same_as_local(here, run_cli(capsys, "checkpoint", url, *extra), local, url)
 
 
 def test_flink_savepoint_and_verdict_from_gcs_as_locally(store, capsys, tmp_path) -> None:
@@ -113,12 +100,12 @@ def test_flink_savepoint_and_verdict_from_gcs_as_locally(store, capsys, tmp_path
     program = tmp_path / "after.json"
     program.write_text(json.dumps(after))
     for argv in (("savepoint", "--json"), ("check-restore", str(program))):
-        here = _run(capsys, argv[0], str(local), *argv[1:])
-        _same(here, _run(capsys, argv[0], url, *argv[1:]), local, url)
+        here = run_cli(capsys, argv[0], str(local), *argv[1:])
+        same_as_local(here, run_cli(capsys, argv[0], url, *argv[1:]), local, url)
     assert check_restore(url, after) == check_restore(local, after)
 
 
 def test_a_missing_bucket_is_one_line(store, capsys) -> None:
-    code, out, err = _run(capsys, "checkpoint", "gs://no-such-bucket/q")
+    code, out, err = run_cli(capsys, "checkpoint", "gs://no-such-bucket/q")
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert err.startswith("error: gs://no-such-bucket/q: ")

@@ -7,7 +7,6 @@ of it is benchmarks/bench_storage.py's (docs/benchmarks.md has its figures)."""
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import json
 import sys
@@ -19,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from pytest_opid.cli import main
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.storage import StorageError, locate
 from pytest_opid.restore import check_restore
 from pytest_opid.spark import read_checkpoint
+from tests.storage.samples import DATA, SPARK_SAMPLE, cases, run_cli, tarballs
 
 _HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("s3_loopback", _HERE / "s3_loopback.py")
@@ -32,18 +31,7 @@ loopback = importlib.util.module_from_spec(_spec)
 sys.modules["s3_loopback"] = loopback
 _spec.loader.exec_module(loopback)
 
-DATA = _HERE.parent / "data"
-SPARK_SAMPLE = [
-    ("spark-restart", "checkpoints", 0),
-    ("spark-restart", "checkpoints", 17),
-    ("spark-restart-35", "checkpoints", 5),
-    ("upgrade-restart", "checkpoints", 3),
-]
 FLINK_SAMPLE = [0, 79]
-
-
-def _tarballs(data_set: str, folder: str) -> list[Path]:
-    return sorted((DATA / data_set / folder).glob("*.tar.gz"))
 
 
 @pytest.fixture(scope="module")
@@ -55,17 +43,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         s3.create_bucket(Bucket="ckpts")
         spark: list[tuple[Path, str]] = []
         for data_set, folder, index in SPARK_SAMPLE:
-            tarball = _tarballs(data_set, folder)[index]
+            tarball = tarballs(data_set, folder)[index]
             name = f"{data_set}-{tarball.name.removesuffix('.tar.gz')}"
             with tarfile.open(tarball) as tar:
                 tar.extractall(root / name, filter="data")
             local = root / name / "checkpoint"
             loopback.upload(s3, "ckpts", local, f"spark/{name}")
             spark.append((local, f"ckpts/spark/{name}"))
-        cases = _cases(DATA / "flink-restore" / "cases.jsonl.gz")
+        flink_cases = cases(DATA / "flink-restore" / "cases.jsonl.gz")
         flink: list[tuple[Path, str, dict[str, Any]]] = []
         for index in FLINK_SAMPLE:
-            case = cases[index]
+            case = flink_cases[index]
             seed = case["case"]["seed"]
             with tarfile.open(DATA / "flink-restore" / case["savepoint"]) as tar:
                 tar.extractall(root / f"flink-{seed}", filter="data")
@@ -90,12 +78,6 @@ def env(store: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return store
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _without(text: str, *places: str) -> str:
     for place in places:
         text = text.replace(place, "<location>")
@@ -107,8 +89,8 @@ def test_spark_checkpoints_read_from_the_store_as_locally(env, capsys, scheme) -
     for i, (local, key) in enumerate(env["spark"] if scheme == "s3" else env["spark"][2:3]):
         url = f"{scheme}://{key}"
         for extra in ([], ["--json"]) if i == 0 else (["--json"],):
-            here = _run(capsys, "checkpoint", str(local), *extra)
-            there = _run(capsys, "checkpoint", url, *extra)
+            here = run_cli(capsys, "checkpoint", str(local), *extra)
+            there = run_cli(capsys, "checkpoint", url, *extra)
             assert here[0] == there[0] == 0, there[2]
             assert _without(there[1], url) == _without(here[1], str(local)), url
         assert read_checkpoint(url).path == url
@@ -117,27 +99,27 @@ def test_spark_checkpoints_read_from_the_store_as_locally(env, capsys, scheme) -
 def test_flink_savepoints_and_verdicts_from_the_store_as_locally(env, capsys, tmp_path) -> None:
     for local, key, after in env["flink"]:
         url = f"s3://{key}"
-        here = _run(capsys, "savepoint", str(local), "--json")
-        there = _run(capsys, "savepoint", url, "--json")
+        here = run_cli(capsys, "savepoint", str(local), "--json")
+        there = run_cli(capsys, "savepoint", url, "--json")
         assert here[0] == there[0] == 0, there[2]
         assert _without(there[1], url) == _without(here[1], str(local))
         program = tmp_path / "after.json"
         program.write_text(json.dumps(after))
-        verdicts = [_run(capsys, "check-restore", p, str(program)) for p in (str(local), url)]
+        verdicts = [run_cli(capsys, "check-restore", p, str(program)) for p in (str(local), url)]
         assert verdicts[0][0] == verdicts[1][0]
         assert _without(verdicts[1][1], url) == _without(verdicts[0][1], str(local))
         assert check_restore(url, after) == check_restore(local, after)
     # a saved input kept in the store (what --previous-fingerprint and fingerprint read)
     env["s3"].put_object(Bucket="ckpts", Key="after.json", Body=program.read_bytes())
-    here = _run(capsys, "fingerprint", str(program), "--json")
-    there = _run(capsys, "fingerprint", "s3://ckpts/after.json", "--json")
+    here = run_cli(capsys, "fingerprint", str(program), "--json")
+    there = run_cli(capsys, "fingerprint", "s3://ckpts/after.json", "--json")
     assert here == there and here[0] == 0
 
 
 def test_requests_and_bytes_are_counted_and_shown(env, capsys) -> None:
     _local, key = env["spark"][0]
     env["counted"].reset()
-    code, _, err = _run(capsys, "checkpoint", f"s3://{key}", "--verbose")
+    code, _, err = run_cli(capsys, "checkpoint", f"s3://{key}", "--verbose")
     assert code == 0
     served = env["counted"].requests
     assert 0 < served <= 40
@@ -148,8 +130,8 @@ def test_requests_and_bytes_are_counted_and_shown(env, capsys) -> None:
 
 def test_slim_copy_from_the_store_is_the_local_one(env, capsys, tmp_path) -> None:
     local, key = env["spark"][1]
-    assert _run(capsys, "checkpoint", "--slim", str(local), str(tmp_path / "a"))[0] == 0
-    code, _out, err = _run(capsys, "checkpoint", "--slim", f"s3a://{key}", str(tmp_path / "b"))
+    assert run_cli(capsys, "checkpoint", "--slim", str(local), str(tmp_path / "a"))[0] == 0
+    code, _out, err = run_cli(capsys, "checkpoint", "--slim", f"s3a://{key}", str(tmp_path / "b"))
     assert code == 0, err
     files = {p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*")}
     assert files == {p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*")}
@@ -160,7 +142,7 @@ def test_slim_copy_from_the_store_is_the_local_one(env, capsys, tmp_path) -> Non
 
 def _one_line_exit_2(capsys, *argv: str, within: float = 30.0) -> str:
     started = time.monotonic()
-    code, out, err = _run(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert time.monotonic() - started < within
     assert (code, out) == (2, "")
     assert err.count("\n") == 1 and err.startswith("error: ")
@@ -226,11 +208,11 @@ def test_no_secret_in_any_output(env, capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     url = f"s3://{loopback.KEY_ID}:{secret}@{key}"
     outputs = [
-        _run(capsys, "checkpoint", url, "--json", "--verbose"),
-        _run(capsys, "checkpoint", url),
-        _run(capsys, "checkpoint", "--slim", url, str(tmp_path / "slim")),
-        _run(capsys, "checkpoint", f"s3://{loopback.KEY_ID}:{secret}@no-bucket/q"),
-        _run(capsys, "savepoint", url),
+        run_cli(capsys, "checkpoint", url, "--json", "--verbose"),
+        run_cli(capsys, "checkpoint", url),
+        run_cli(capsys, "checkpoint", "--slim", url, str(tmp_path / "slim")),
+        run_cli(capsys, "checkpoint", f"s3://{loopback.KEY_ID}:{secret}@no-bucket/q"),
+        run_cli(capsys, "savepoint", url),
     ]
     assert [o[0] for o in outputs] == [0, 0, 0, 2, 2]
     assert "s3://***@" in outputs[0][1]
@@ -242,8 +224,3 @@ def test_no_secret_in_any_output(env, capsys, tmp_path, monkeypatch) -> None:
     with pytest.raises(StorageError) as caught:
         locate(f"s3://{loopback.KEY_ID}:{secret}@no-bucket/q").list()
     assert secret not in str(caught.value)
-
-
-def _cases(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
