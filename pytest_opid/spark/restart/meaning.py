@@ -17,7 +17,7 @@ from typing import NamedTuple
 from pytest_opid.result import UNKNOWN
 from pytest_opid.spark.function_digest import fact_parts
 from pytest_opid.spark.vocabulary import FUNCTION_DIGEST_FACT
-from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
+from pytest_opid.spark.words import new_location_fix
 
 
 class Change(NamedTuple):
@@ -221,8 +221,7 @@ FIX_FUNCTION = (
     "  - if the old state still means the same to the new code (the same fields, written by "
     "the same rules), accept the change: pytest --snapshot-update records it (opid "
     "check-restore: --allow-reinterpreted-state)\n"
-    "  - or run the changed query on a new checkpoint location: its state starts empty, "
-    + NEW_LOCATION_EFFECTS
+    + new_location_fix()
 )
 
 

@@ -51,15 +51,14 @@ from pytest_opid.spark.restart.new_location import check_new_location, new_locat
 from pytest_opid.spark.restart.source_options import offsets_against, source_changes
 from pytest_opid.spark.restart.unkept import check_unkept
 from pytest_opid.spark.vocabulary import AGGREGATIONS
-from pytest_opid.spark.words import NEW_LOCATION_EFFECTS
+from pytest_opid.spark.words import new_location_fix
 from pytest_opid.text import printable
 
 _FIX_SINK = (
     "\nFix:\n"
     "  - keep the sink as it was on this checkpoint (its kind, format, path and "
     "partitionBy), and restore its folder with its _spark_metadata as the old query left it\n"
-    "  - or run the changed query on a new checkpoint location: its state starts empty, "
-    + NEW_LOCATION_EFFECTS
+    + new_location_fix()
 )
 
 
@@ -77,9 +76,7 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
             "(the query id) is missing but offset and/or commit logs contain data.\n"
             "Fix:\n"
             '  - restore the checkpoint\'s metadata file from a backup ({"id": "<the old '
-            'query id>"})\n'
-            "  - or run the query on a new checkpoint location: its state starts empty, "
-            + NEW_LOCATION_EFFECTS,
+            'query id>"})\n' + new_location_fix("  - or run the query"),
             name="metadata",
         )
     new = endpoints_of(found.new.endpoints)
@@ -274,9 +271,7 @@ def _checkpoint_state(found: Findings, new: Endpoints, checkpoint: Checkpoint) -
             "checkpoint only in complete mode.\n"
             "Fix:\n"
             '  - use outputMode("complete") (an aggregation), or another sink on this '
-            "checkpoint\n"
-            "  - or run the query on a new checkpoint location: its state starts empty, "
-            + NEW_LOCATION_EFFECTS,
+            "checkpoint\n" + new_location_fix("  - or run the query"),
             name="sink",
         )
     if (
