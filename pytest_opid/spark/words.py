@@ -23,8 +23,10 @@ NEW_LOCATION_EFFECTS = (
     "since the old query's last batch is never read), and its sink is handed it all again: "
     "a file sink needs a new, empty output path too (on the old one the new query's batch "
     "ids 0, 1, ... are already in <path>/_spark_metadata and Spark skips them: rows lost); "
-    "a foreachBatch writer must skip the rows already written, or write idempotently by "
-    "the new query's batch ids (it is handed them again: rows duplicated)"
+    "a foreachBatch writer is handed them again and must skip the rows already written by a "
+    "key of the rows, not by batch id (the new query's batch ids 0, 1, ... are the old "
+    "query's again: a writer that appends writes the rows twice, one idempotent by batch id "
+    "skips the new batches: rows duplicated or lost)"
 )
 
 

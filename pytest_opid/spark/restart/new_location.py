@@ -184,9 +184,7 @@ def _fix_new_location() -> str:
         "  - restart on the old checkpoint location if the change allows it\n"
         "  - or, on the new checkpoint location, where "
         + NEW_LOCATION_EFFECTS
-        + ": give a file sink a new, empty path; make a foreachBatch writer skip rows already "
-        "written (by a key of the rows, not by batch id); start Kafka at the old query's last "
-        "offsets (startingOffsets)"
+        + "; start Kafka at the old query's last offsets (startingOffsets)"
     )
 
 
