@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
 
-from pytest_opid.spark.demonstration.rows import REACH, START, batches_strategy
+from pytest_opid.spark.demonstration.rows import REACH, START, Step, batches_strategy
 
 SCHEMA = StructType(
     [
@@ -26,7 +26,7 @@ STEP = timedelta(minutes=10)
 
 
 def _draws(seed: int, count: int = 10) -> list[Any]:
-    strategy = batches_strategy({"json:in": SCHEMA}, 3, 6, STEP)
+    strategy = batches_strategy({"json:in": SCHEMA}, 3, 6, [Step(STEP)])
     seen: list[Any] = []
 
     def keep(value: Any) -> bool:

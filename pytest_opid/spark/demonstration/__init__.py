@@ -27,9 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.spark.demonstration.durations import durations
 from pytest_opid.spark.demonstration.outcome import Demonstration, Outcome
-from pytest_opid.spark.demonstration.plan import file_sources, schema_of, with_sources
-from pytest_opid.spark.demonstration.rows import Batches, batches_strategy, write
+from pytest_opid.spark.demonstration.plan import (
+    file_sources,
+    other_sources,
+    schema_of,
+    with_sources,
+)
+from pytest_opid.spark.demonstration.rows import Batches, batches_strategy, steps, write
 from pytest_opid.spark.demonstration.running import Failure, row_text, run_together
 
 __all__ = ["DEFAULT_EXAMPLES", "Demonstration", "Outcome", "demonstrate"]
@@ -40,7 +46,13 @@ DEFAULT_EXAMPLES = 3
 DEFAULT_BATCHES = 3
 DEFAULT_ROWS = 6
 DEFAULT_SHRINK_SECONDS = 20.0
-#: Draws Hypothesis may make per example run (repeats and the skipped first draw cost nothing).
+#: Sources run as they are: each micro-batch's rows follow from its offset alone (Spark's
+#: ``RatePerMicroBatchStream``), so a restarted run and one from scratch read the same rows.
+KEPT_SOURCES = frozenset({"rate-micro-batch"})
+#: A source run as it is whose rows follow the wall clock (``RateStreamMicroBatchStream``): only
+#: whether Spark refuses the restart can be shown.
+CLOCK_SOURCES = frozenset({"rate"})
+#: Draws Hypothesis may make per example run (repeats and skipped draws cost nothing).
 DRAWS_PER_EXAMPLE = 20
 
 
@@ -65,7 +77,9 @@ def demonstrate(
     Knobs: ``batches`` input batches per example, the first ``restart_after`` (default all but
     the last) run by ``previous``; ``examples`` examples at most (stops at the first refusal or
     difference); ``rows`` rows at most per source and batch (plus up to two repeats);
-    ``time_step`` how far event times move per batch; ``shrink_seconds`` how long to shrink a
+    ``time_step`` how far event times move per batch (besides steps just inside and outside
+    each duration the versions name: a window, a watermark delay, a timeout in the state
+    function, :mod:`.durations`); ``shrink_seconds`` how long to shrink a
     difference; ``output_mode`` for a DataFrame (a writer's own is used; default ``append``,
     Spark's); ``seed`` makes the rows (and so the result) repeatable.
     """
@@ -85,6 +99,9 @@ def demonstrate(
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
     schemas = _schemas(before, after)
+    clock = _kept_sources(before, after)
+    if not schemas or clock:  # no rows to draw, or rows that differ run to run: one example
+        examples = 1
     root = Path(tempfile.mkdtemp(prefix="opid-demonstrate-"))
     try:
         folders = {
@@ -101,8 +118,13 @@ def demonstrate(
             shrink_seconds=shrink_seconds,
             budget=examples,
         )
-        strategy = batches_strategy(schemas, batches, rows, time_step)
-        found = _find(strategy, search, examples, seed)
+        named = (durations(before), durations(after))
+        strategy = batches_strategy(schemas, batches, rows, steps(time_step, *named))
+        if schemas:
+            found = _find(strategy, search, examples, seed)
+        else:  # only sources run as they are: one run of each, nothing to draw
+            nothing: Batches = [{} for _ in range(batches)]
+            found = nothing if search.differs(nothing) else None
         if search.error is not None:
             raise search.error
         if search.own_failures and len(search.own_failures) == search.examples:
@@ -118,6 +140,7 @@ def demonstrate(
         "seed": seed,
         "output_mode": mode_after,
         "seconds": time.monotonic() - started,
+        "aimed_at": tuple(sorted(set(named[0]) | set(named[1]))),
     }
     if search.refusal is not None:
         return Demonstration(
@@ -125,6 +148,13 @@ def demonstrate(
             error_class=search.refusal.error_class,
             message=search.refusal.message,
             **common,  # type: ignore[arg-type]
+        )
+    if clock:
+        raise DocumentError(
+            f"Spark restarted the new query (it did not refuse), but it reads a {clock} "
+            "source, whose rows follow the wall clock: the restarted run and the run from "
+            "scratch read other rows, so their results cannot be compared; read "
+            "rate-micro-batch or files to demonstrate the results"
         )
     if found is None:
         return Demonstration(outcome="same", **common)  # type: ignore[arg-type]
@@ -190,9 +220,23 @@ def _schemas(before: Any, after: Any) -> dict[str, Any]:
         known = {f.name for f in merged[source.identity].fields}
         extra = [f for f in schema.fields if f.name not in known]
         merged[source.identity] = StructType([*merged[source.identity].fields, *extra])
-    if not merged:
-        raise DocumentError("neither version reads a file source: nothing to feed rows to")
     return merged
+
+
+def _kept_sources(before: Any, after: Any) -> str | None:
+    """Check the sources that are not files: each is run as it is (:data:`KEPT_SOURCES`,
+    :data:`CLOCK_SOURCES`) or refused; the name of a clock source read, if any."""
+    clock = None
+    for name in [*other_sources(before), *other_sources(after)]:
+        if name in CLOCK_SOURCES:
+            clock = name
+        elif name not in KEPT_SOURCES:
+            raise DocumentError(
+                f"the {name} source: a demonstration feeds generated rows to file sources and "
+                f"runs {', '.join(sorted(KEPT_SOURCES | CLOCK_SOURCES))} as they are; "
+                "read the same rows from files in the test"
+            )
+    return clock
 
 
 @dataclass
@@ -209,7 +253,7 @@ class _Search:
     budget: int = 1
     examples: int = 0
     shrinks: int = 0
-    skipped: str | None = None
+    null_failed: bool = False
     refusal: Failure | None = None
     error: Exception | None = None
     memo: dict[str, tuple[list[str], list[str]] | None] = field(default_factory=dict)
@@ -221,13 +265,14 @@ class _Search:
             return self.memo[key] is not None
         if self.refusal is not None:
             return False
-        if self.error is not None or self.examples >= self.budget or key == self.skipped:
+        if self.error is not None or self.examples >= self.budget:
             return False
-        if self.skipped is None:
-            # Hypothesis's first draw is its simplest: one row per source and batch, every
-            # value the pools' first; it rarely shows what a fuller draw does not, and costs
-            # as much to run
-            self.skipped = key
+        if _one_row_each(data):
+            # Hypothesis's simplest draws (one row, repeated, per source and batch): they rarely
+            # show what a fuller draw does not, and cost as much to run
+            return False
+        if self.null_failed and _has_null(data):
+            # the query's own code failed on a null already: spend the runs on rows without
             return False
         self.examples += 1
         try:
@@ -237,6 +282,7 @@ class _Search:
             # a restart's doing; the next example may show the restart, and where none runs
             # this failure is raised after the search
             self.own_failures.append(exc)
+            self.null_failed = self.null_failed or _has_null(data)
             self.memo[key] = None
             return False
         except Exception as exc:  # raised after the search: Hypothesis would retry it
@@ -339,8 +385,8 @@ def _find(strategy: Any, search: _Search, examples: int, seed: int) -> Batches |
     from hypothesis import HealthCheck, Phase, Verbosity, find, settings
     from hypothesis.errors import NoSuchExample
 
-    # Hypothesis counts a draw it repeats (small strategies do) as an example, and the first is
-    # skipped: it may draw several times ``examples``, each distinct one is run until
+    # Hypothesis counts a draw it repeats (small strategies do) as an example, and its simplest
+    # are skipped: it may draw several times ``examples``, each distinct one is run until
     # ``search.budget`` of them ran; the other draws cost no run
     config = settings(
         max_examples=examples * DRAWS_PER_EXAMPLE + 1,
@@ -355,6 +401,22 @@ def _find(strategy: Any, search: _Search, examples: int, seed: int) -> Batches |
     except NoSuchExample:
         return None
     return found
+
+
+def _one_row_each(data: Batches) -> bool:
+    return bool(data[0]) and all(
+        len({row_text(r) for r in rows}) <= 1 for batch in data for rows in batch.values()
+    )
+
+
+def _has_null(data: Batches) -> bool:
+    return any(
+        value is None
+        for batch in data
+        for rows in batch.values()
+        for row in rows
+        for value in row.values()
+    )
 
 
 def _key(data: Batches) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 Outcome = Literal["refused", "differs", "same"]
@@ -20,7 +21,8 @@ class Demonstration:
     scratch for the same batches: ``inputs`` the shrunk rows that show it, ``only_restarted`` /
     ``only_scratch`` what one run emitted and the other did not) or ``"same"`` (no difference
     found in ``examples`` examples of ``batches`` batches; not a proof that none exists). Rows
-    are JSON texts with sorted keys.
+    are JSON texts with sorted keys. ``aimed_at``: the durations the versions name, which
+    event times were also stepped by (just inside and outside each).
     """
 
     outcome: Outcome
@@ -37,6 +39,7 @@ class Demonstration:
     only_restarted: tuple[str, ...] = ()
     only_scratch: tuple[str, ...] = ()
     shrunk: bool = False
+    aimed_at: tuple[timedelta, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +59,7 @@ class Demonstration:
             "only_restarted": [json.loads(r) for r in self.only_restarted],
             "only_scratch": [json.loads(r) for r in self.only_scratch],
             "shrunk": self.shrunk,
+            "aimed_at_seconds": [d.total_seconds() for d in self.aimed_at],
         }
 
     def render(self) -> str:
@@ -70,9 +74,14 @@ class Demonstration:
             f"batches (restart after batch {self.restart_after}, seed {self.seed})"
         )
         if self.outcome == "same":
+            aimed = ""
+            if self.aimed_at:
+                aimed = "; event times also stepped just inside and outside " + ", ".join(
+                    map(str, self.aimed_at)
+                )
             return (
-                f"same: no difference found in {tried}; the restarted query emitted what it "
-                "emits from scratch each time (not a proof that no input shows one)"
+                f"same: no difference found in {tried}{aimed}; the restarted query emitted what "
+                "it emits from scratch each time (not a proof that no input shows one)"
             )
         lines = [
             f"differs: restarted on the previous query's checkpoint, the new query emits other "

@@ -5,7 +5,7 @@ format, its options with ``path``, the user's schema). The leaf is replaced by o
 lines from a temporary folder with the same schema and the same output attributes (the same
 expression ids), so every operator above it is the query's own, unchanged: the restart is
 judged on the query as the user planned it, only fed rows we wrote. Sources that are not files
-(``rate``, ``rate-micro-batch``, ...) stay as they are.
+(``rate``, ``rate-micro-batch``, ...) stay as they are (:func:`other_sources` names them).
 
 The tree is rebuilt bottom-up with an explicit stack (``TreeNode.withNewChildren``); a node is
 copied through its case-class constructor, its product elements in order, so the code follows
@@ -42,6 +42,20 @@ def file_sources(df: Any) -> list[FileSource]:
         if source is not None:
             found.setdefault(source.identity, source)
     return list(found.values())
+
+
+def other_sources(df: Any) -> list[str]:
+    """The names of a streaming DataFrame's sources that are not files (``rate-micro-batch``,
+    ``kafka``), in plan order: ``StreamingRelationV2.sourceName``, or a ``StreamingRelation``'s
+    format."""
+    names = []
+    for node in _nodes(df._jdf.queryExecution().logical()):
+        kind = node.nodeName()
+        if kind == "StreamingRelationV2":
+            names.append(str(node.sourceName()))
+        elif kind == "StreamingRelation" and _file_source(node) is None:
+            names.append(str(node.dataSource().className()).rsplit(".", 1)[-1])
+    return names
 
 
 def with_sources(df: Any, folders: dict[str, str]) -> Any:

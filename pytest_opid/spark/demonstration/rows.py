@@ -2,10 +2,12 @@
 
 What makes a restart differ is rarely a value's size: it is rows that meet in state. So values
 come from small pools: a handful of strings, integers 0-4, so keys collide within a batch and
-across batches and sources (a join's two sides match); event times step one ``time_step`` per
-batch and reach back up to 1.5 steps, so windows and session gaps are crossed and rows arrive
-behind the watermark (late); rows repeat (duplicates), and a nullable field is sometimes null.
-Hypothesis shrinks a difference towards fewer rows and the first pool values.
+across batches and sources (a join's two sides match); event times move one step per batch and
+reach back up to 1.5 steps, so windows and session gaps are crossed and rows arrive behind the
+watermark (late); rows repeat (duplicates), and a nullable field is sometimes null. The step is
+drawn per example (:class:`Step`): the base one, or one just inside or outside a duration the
+queries name (:mod:`.durations`), with half the rows exactly on its beat, so a key's rows are one
+such step apart. Hypothesis shrinks a difference towards fewer rows and the first pool values.
 
 Rows are written as JSON lines (the plan reads them with the source's own schema, see
 :mod:`.plan`), one file per source and batch.
@@ -14,6 +16,8 @@ Rows are written as JSON lines (the plan reads them with the source's own schema
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,30 +36,68 @@ REACH = (1, 2, 3, 5, 8, 12, 15, 20, 25, 30, 40, 45, 60, 75, 90, 120, 150, 180, 2
 #: A struct, array or map type nested deeper than this is refused (the schema is user input).
 MAX_DEPTH = 6
 
+#: How far inside or outside a named duration a step is.
+EDGE = timedelta(seconds=1)
+#: How many times a step at a duration that changed between the versions is repeated among the
+#: candidates (against once for the base step and a duration both name).
+CHANGED_WEIGHT = 3
+
 Batches = list[dict[str, list[dict[str, Any]]]]
 
 
+@dataclass(frozen=True)
+class Step:
+    """How far event times move per batch, and whether half the rows sit exactly on the beat
+    (a step aimed at a duration: a key's rows one step apart fall just inside or outside it)."""
+
+    size: timedelta
+    on_beat: bool = False
+
+
+def steps(
+    base: timedelta, previous: Collection[timedelta], new: Collection[timedelta]
+) -> tuple[Step, ...]:
+    """The steps to draw from: ``base`` first (Hypothesis shrinks towards it), then one
+    :data:`EDGE` inside and outside each duration either version names, those only one of
+    them names (a changed timeout, window or delay) :data:`CHANGED_WEIGHT` times."""
+    out = [Step(base)]
+    changed = set(previous) ^ set(new)
+    for duration in sorted(set(previous) | set(new)):
+        weight = CHANGED_WEIGHT if duration in changed else 1
+        for size in (duration - EDGE, duration + EDGE):
+            if size >= 2 * EDGE:
+                out.extend([Step(size, on_beat=True)] * weight)
+    return tuple(out)
+
+
 def batches_strategy(
-    schemas: dict[str, Any], batches: int, rows_per_batch: int, time_step: timedelta
+    schemas: dict[str, Any], batches: int, rows_per_batch: int, candidates: Sequence[Step]
 ) -> Any:
-    """A strategy for ``batches`` input batches: per batch, per source identity, its rows."""
+    """A strategy for ``batches`` input batches: per batch, per source identity, its rows, all
+    on one step drawn from ``candidates``, and in half the examples no null at all (a query's
+    own code often cannot take one: those examples still show the restart)."""
     from hypothesis import strategies as st
 
-    def batch(number: int) -> Any:
-        per_source = {
-            identity: _rows(schema, number, rows_per_batch, time_step)
-            for identity, schema in schemas.items()
-        }
-        return st.fixed_dictionaries(per_source)
+    def on(step: Step, nulls: bool) -> Any:
+        def batch(number: int) -> Any:
+            per_source = {
+                identity: _rows(schema, number, rows_per_batch, step, nulls)
+                for identity, schema in schemas.items()
+            }
+            return st.fixed_dictionaries(per_source)
 
-    return st.tuples(*(batch(n) for n in range(batches))).map(list)
+        return st.tuples(*(batch(n) for n in range(batches))).map(list)
+
+    return st.tuples(st.sampled_from(tuple(candidates)), st.booleans()).flatmap(
+        lambda drawn: on(*drawn)
+    )
 
 
-def _rows(schema: Any, number: int, most: int, step: timedelta) -> Any:
+def _rows(schema: Any, number: int, most: int, step: Step, nulls: bool) -> Any:
     from hypothesis import strategies as st
 
     row = st.fixed_dictionaries(
-        {f.name: _value(f.dataType, f.nullable, number, step, 0) for f in schema.fields}
+        {f.name: _value(f.dataType, f.nullable, number, step, 0, nulls) for f in schema.fields}
     )
     # a repeated row (a duplicate) is as likely as Hypothesis makes it; draw some copies too
     return st.lists(row, min_size=1, max_size=most).flatmap(
@@ -63,7 +105,9 @@ def _rows(schema: Any, number: int, most: int, step: timedelta) -> Any:
     )
 
 
-def _value(kind: Any, nullable: bool, number: int, step: timedelta, depth: int) -> Any:
+def _value(
+    kind: Any, nullable: bool, number: int, step: Step, depth: int, nulls: bool = True
+) -> Any:
     from hypothesis import strategies as st
     from pyspark.sql import types as T
 
@@ -87,38 +131,45 @@ def _value(kind: Any, nullable: bool, number: int, step: timedelta, depth: int) 
         base = st.sampled_from((0.0, 1.5, 2.25, 10.0))
     elif isinstance(kind, T.StructType):
         base = st.fixed_dictionaries(
-            {f.name: _value(f.dataType, f.nullable, number, step, depth + 1) for f in kind.fields}
+            {
+                f.name: _value(f.dataType, f.nullable, number, step, depth + 1, nulls)
+                for f in kind.fields
+            }
         )
     elif isinstance(kind, T.ArrayType):
-        element = _value(kind.elementType, kind.containsNull, number, step, depth + 1)
+        element = _value(kind.elementType, kind.containsNull, number, step, depth + 1, nulls)
         base = st.lists(element, max_size=3)
     elif isinstance(kind, T.MapType):
-        key = _value(kind.keyType, False, number, step, depth + 1)
-        value = _value(kind.valueType, kind.valueContainsNull, number, step, depth + 1)
+        key = _value(kind.keyType, False, number, step, depth + 1, nulls)
+        value = _value(kind.valueType, kind.valueContainsNull, number, step, depth + 1, nulls)
         base = st.dictionaries(key.map(str), value, max_size=3)
     else:
         raise DocumentError(f"a source field of type {kind.simpleString()}: not generated yet")
-    if nullable:  # about one value in eight is null; shrinking goes towards a value
+    if nullable and nulls:  # about one value in eight is null; shrinking goes towards a value
         return st.integers(0, 7).flatmap(lambda i: st.none() if i == 7 else base)
     return base
 
 
-def _times(number: int, step: timedelta) -> Any:
+def _times(number: int, step: Step) -> Any:
     """Event times of batch ``number`` (0-based), on whole minutes or a second either side of
     one (a window or session bound): mostly within its own step or up to 1.5 steps earlier
     (behind a watermark of one step); one in four reaches further back by one of
     :data:`REACH` (seconds to a day), so the gaps between a key's rows span the sizes windows,
-    session gaps and state timeouts are given in. No time runs ahead of its batch's step: a row
-    hours ahead would move the watermark past every later row."""
+    session gaps and state timeouts are given in. On a step aimed at a duration, half the times
+    are the batch's beat itself. No time runs ahead of its batch's step: a row hours ahead would
+    move the watermark past every later row."""
     from hypothesis import strategies as st
 
-    minutes = max(1, int(step.total_seconds() // 60))
+    begin = START + step.size * number
+    minutes = max(1, int(step.size.total_seconds() // 60))
     near = st.integers(-(minutes * 3) // 2, minutes - 1)
     far = st.sampled_from(REACH).map(lambda m: -m)
     offset = st.integers(0, 3).flatmap(lambda i: far if i == 3 else near)
     seconds = st.sampled_from((0, 1, 59, 30))
-    begin = START + step * number
-    return st.builds(lambda m, s: begin + timedelta(minutes=m, seconds=s), offset, seconds)
+    spread = st.builds(lambda m, s: begin + timedelta(minutes=m, seconds=s), offset, seconds)
+    if not step.on_beat:
+        return spread
+    return st.booleans().flatmap(lambda beat: st.just(begin) if beat else spread)
 
 
 def write(folder: Path, number: int, rows: list[dict[str, Any]]) -> None:
