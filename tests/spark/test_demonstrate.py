@@ -150,3 +150,47 @@ def test_bad_input_is_one_line(spark: Any, tmp_path: Path) -> None:
     stream = _sessions(spark, tmp_path, 30)
     with pytest.raises(DocumentError, match="restart_after=3"):
         pytest_opid.demonstrate(stream, stream, batches=3, restart_after=3)
+
+
+# -- sources that are not files: rate-micro-batch runs as it is, a clock rate shows a refusal --
+
+
+def test_rate_micro_batch_runs_as_it_is(spark: Any, tmp_path: Path) -> None:
+    refused = _pair("rate_agg__add_union_source__100064")
+    result = _demonstrate(spark, tmp_path, refused["id"])
+    assert result.outcome == "refused"
+    assert result.error_class == refused["rec"]["spark"]["outcome"]  # java.lang.AssertionError
+    added_filter = "rate_agg__add_filter_upstream__100065"
+    assert _pair(added_filter)["truth"] == "restarted"
+    result = _demonstrate(spark, tmp_path, added_filter)
+    assert result.outcome == "differs" and not result.inputs
+    assert "input rows: none drawn" in result.render()
+    # the restarted query's counts still hold the rows the old query counted before the filter
+    restarted = {r["bucket"]: r["n"] for r in map(json.loads, result.only_restarted)}
+    scratch = {r["bucket"]: r["n"] for r in map(json.loads, result.only_scratch)}
+    assert restarted.keys() == scratch.keys() and restarted
+    assert all(restarted[b] > scratch[b] for b in restarted)
+
+
+def test_a_clock_rate_source_shows_only_a_refusal(spark: Any, tmp_path: Path) -> None:
+    import pytest_opid
+    from pytest_opid.errors import DocumentError
+
+    pair = _pair("rate_micro_batch_to_rate")
+    result = _demonstrate(spark, tmp_path, pair["id"])
+    assert result.outcome == "refused"
+    assert result.error_class == pair["rec"]["spark"]["outcome"]  # NumberFormatException
+    b = dataframe(spark, pair, "after", tmp_path / "inputs")
+    with pytest.raises(DocumentError, match="follow the wall clock"):
+        pytest_opid.demonstrate(b, b, **KNOBS)
+
+
+def test_processing_time_timers_end_and_the_time_mode_change_is_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    # availableNow runs a batch for every due processing-time timer: the run from scratch never
+    # ends by itself; Spark refuses the restart (STATE_STORE_INVALID_CONFIG_AFTER_RESTART)
+    pair = _pair("transform_with_state_pandas__change_time_mode__100056")
+    result = _demonstrate(spark, tmp_path, pair["id"], run_timeout=120.0)
+    assert result.outcome == "refused"
+    assert result.error_class == pair["rec"]["spark"]["error_class"]

@@ -68,12 +68,14 @@ def test_the_state_function_names_its_timeouts(spark: Any, tmp_path: Path) -> No
 
 def test_steps_aim_inside_and_outside_each_duration_most_at_the_changed() -> None:
     base = 10 * MINUTE
-    drawn = steps(base, {30 * MINUTE, 5 * MINUTE}, {10 * MINUTE, 5 * MINUTE})
+    drawn = steps(base, {30 * MINUTE, 5 * MINUTE, 20 * MINUTE}, {10 * MINUTE, 20 * MINUTE})
     assert drawn[0] == Step(base)  # Hypothesis shrinks towards the first
     sizes = [s.size for s in drawn[1:]]
     assert all(s.on_beat for s in drawn[1:])
-    for changed in (10 * MINUTE, 30 * MINUTE):
-        assert sizes.count(changed - EDGE) == CHANGED_WEIGHT
-        assert sizes.count(changed + EDGE) == CHANGED_WEIGHT
-    assert sizes.count(5 * MINUTE - EDGE) == sizes.count(5 * MINUTE + EDGE) == 1
+    # changed: 30 and 10 minutes (5 too, but below the base step); both name 20 minutes
+    assert sizes.count(30 * MINUTE - EDGE) == sizes.count(30 * MINUTE + EDGE) == CHANGED_WEIGHT
+    assert sizes.count(10 * MINUTE + EDGE) == CHANGED_WEIGHT
+    assert sizes.count(20 * MINUTE - EDGE) == sizes.count(20 * MINUTE + EDGE) == 1
+    assert min(sizes) > base
+    assert len(sizes) == 3 * CHANGED_WEIGHT + 2
     assert steps(base, set(), set()) == (Step(base),)

@@ -129,7 +129,7 @@ def demonstrate(
             raise search.error
         if search.own_failures and len(search.own_failures) == search.examples:
             raise search.own_failures[0]
-        if found is not None and shrink_seconds > 0:
+        if found is not None and shrink_seconds > 0 and schemas:  # no rows drawn: none to remove
             found = search.shrink(found)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -254,6 +254,7 @@ class _Search:
     examples: int = 0
     shrinks: int = 0
     null_failed: bool = False
+    runs: int = 0
     refusal: Failure | None = None
     error: Exception | None = None
     memo: dict[str, tuple[list[str], list[str]] | None] = field(default_factory=dict)
@@ -326,7 +327,11 @@ class _Search:
     def _example(self, data: Batches) -> tuple[list[str], list[str]] | Failure | None:
         for side in ("restart", "scratch", "checkpoints"):
             shutil.rmtree(self.root / side, ignore_errors=True)
-        checkpoints = self.root / "checkpoints"
+        # checkpoints in a folder of their own per run: a stopped query's state store may still
+        # write files into its old one (Spark would find the next run's state folder not empty,
+        # STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)
+        self.runs += 1
+        checkpoints = self.root / "checkpoints" / str(self.runs)
         from_restart: list[list[str]] = []
         from_scratch: list[list[str]] = []
         scratch = (*self.scratch, str(checkpoints / "scratch"))

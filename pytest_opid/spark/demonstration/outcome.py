@@ -87,7 +87,9 @@ class Demonstration:
             f"differs: restarted on the previous query's checkpoint, the new query emits other "
             f"rows ({self.output_mode} mode) than it does from scratch on the same input; "
             f"found in {tried}" + (", shrunk" if self.shrunk else ""),
-            "input rows:",
+            "input rows:"
+            if self.inputs
+            else "input rows: none drawn (the sources ran as they are)",
         ]
         for batch, source, rows in self.inputs:
             ran = "previous" if batch <= self.restart_after else "new"
