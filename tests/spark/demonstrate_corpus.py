@@ -5,8 +5,11 @@ script, run by hand; a sample runs in tests/spark/test_demonstrate.py).
     python tests/spark/demonstrate_corpus.py --json out.jsonl  # and one record per pair
     python tests/spark/demonstrate_corpus.py CASE_ID ...       # some pairs
     python tests/spark/demonstrate_corpus.py --corpus spark-restart --examples 1
+    python tests/spark/demonstrate_corpus.py                   # under PySpark 3.5: spark-restart-35
 
-Truth, per pair: "refused" where real Spark 4.3 refused B on A's checkpoint (both corpora);
+Truth, per pair: "refused" where real Spark refused B on A's checkpoint (4.3 for spark-restart
+and meaning-restart, 3.5.9 for spark-restart-35, run under PySpark 3.5: each line is its own
+truth);
 in meaning-restart, "differs" where the restarted B emitted other rows for batch 3 than B from
 scratch (``b_output_differs``), else "same". spark-restart records no emitted rows: a pair B
 restarted on is "restarted" there (either "differs" or "same" agrees with it).
@@ -34,23 +37,42 @@ SPARK_ENV = {
 }
 
 
-def pairs() -> list[dict[str, Any]]:
-    """Both corpora as (id, corpus, codes, confs, modes, truth)."""
+#: The corpora whose truth a PySpark line speaks for.
+CORPORA = {"4.3": ("spark-restart", "meaning-restart"), "3.5": ("spark-restart-35",)}
+
+
+def pairs(corpora: tuple[str, ...] = CORPORA["4.3"]) -> list[dict[str, Any]]:
+    """The corpora as (id, corpus, codes, confs, modes, truth)."""
     out = []
-    with gzip.open(DATA / "spark-restart" / "cases.jsonl.gz", "rt", encoding="utf-8") as f:
+    for corpus in corpora:
+        if corpus != "meaning-restart":
+            out.extend(_restarts(corpus))
+    if "meaning-restart" in corpora:
+        out.extend(_meanings())
+    return out
+
+
+def _restarts(corpus: str) -> list[dict[str, Any]]:
+    out = []
+    with gzip.open(DATA / corpus / "cases.jsonl.gz", "rt", encoding="utf-8") as f:
         for line in f:
             rec = json.loads(line)
             restarted = rec["spark"]["restarted"]
             out.append(
                 {
                     "id": rec["case"]["id"],
-                    "corpus": "spark-restart",
+                    "corpus": corpus,
                     "rec": rec,
                     "modes": (rec["sink_before"]["output_mode"], rec["sink_after"]["output_mode"]),
                     "truth": "restarted" if restarted else "refused",
                     "spark": rec["spark"]["outcome"],
                 }
             )
+    return out
+
+
+def _meanings() -> list[dict[str, Any]]:
+    out = []
     for line in (DATA / "meaning-restart" / "cases.jsonl").read_text("utf-8").splitlines():
         rec = json.loads(line)
         restarted = rec["spark"]["restarted"]
@@ -93,14 +115,23 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("ids", nargs="*")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--corpus", choices=("spark-restart", "meaning-restart"))
+    parser.add_argument(
+        "--corpus", choices=("spark-restart", "meaning-restart", "spark-restart-35")
+    )
     parser.add_argument("--examples", type=int, default=None)
     parser.add_argument("--seed", type=int, default=41)
     parser.add_argument("--shrink-seconds", type=float, default=None)
     args = parser.parse_args(argv)
+    import pyspark
     from pyspark.sql import SparkSession
 
     import pytest_opid
+
+    line = ".".join(pyspark.__version__.split(".")[:2])
+    corpora = CORPORA.get(line)
+    if corpora is None or (args.corpus is not None and args.corpus not in corpora):
+        print(f"PySpark {pyspark.__version__}: its truth is in {CORPORA}", file=sys.stderr)
+        return 2
 
     builder = SparkSession.builder.appName("demonstrate-corpus")
     for key, value in SPARK_ENV.items():
@@ -109,7 +140,7 @@ def main(argv: list[str]) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     chosen = [
         p
-        for p in pairs()
+        for p in pairs(corpora)
         if (not args.ids or p["id"] in args.ids) and args.corpus in (None, p["corpus"])
     ]
     knobs: dict[str, Any] = {} if args.examples is None else {"examples": args.examples}

@@ -124,15 +124,35 @@ def _moved(jvm: Any, relation: Any, folder: str) -> Any:
     source = relation.dataSource()
     options = source.options().empty().updated("path", folder)
     fields = _elements(source)
-    names = [str(source.productElementName(i)) for i in range(source.productArity())]
+    names = _field_names(jvm, source)
     fields[names.index("className")] = "json"
     fields[names.index("options")] = options
     fields[names.index("paths")] = _seq(jvm, [])
     moved_source = _construct(jvm, source, fields)
     relation_fields = _elements(relation)
-    relation_names = [str(relation.productElementName(i)) for i in range(relation.productArity())]
+    relation_names = _field_names(jvm, relation)
     relation_fields[relation_names.index("dataSource")] = moved_source
     return _construct(jvm, relation, relation_fields)
+
+
+def _field_names(jvm: Any, obj: Any) -> list[str]:
+    """A case class instance's field names in order: ``productElementName`` (Scala 2.13, Spark
+    4), else (Scala 2.12, Spark 3.5) the run of its class's declared fields that hold its
+    product elements in order (lazy values and logger fields come before or after them)."""
+    arity = int(obj.productArity())
+    try:
+        return [str(obj.productElementName(i)) for i in range(arity)]
+    except Exception:  # py4j: no productElementName in Scala 2.12
+        pass
+    fields = list(obj.getClass().getDeclaredFields())
+    for field in fields:
+        field.setAccessible(True)
+    same = jvm.java.util.Objects.equals
+    for start in range(len(fields) - arity + 1):
+        run = fields[start : start + arity]
+        if all(same(f.get(obj), obj.productElement(i)) for i, f in enumerate(run)):
+            return [str(f.getName()) for f in run]
+    raise DocumentError(f"{obj.getClass().getName()}: its fields could not be matched")
 
 
 def _elements(obj: Any) -> list[Any]:

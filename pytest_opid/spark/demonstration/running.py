@@ -26,6 +26,9 @@ from pytest_opid.errors import DocumentError
 IDLE_BATCHES = 3
 #: How often a run's progress is looked at (seconds).
 POLL = 0.5
+#: How a failure of the ``foreachBatch`` function reaches the query when Spark names no
+#: condition (Spark 3.5): py4j's error for an exception raised in a Python callback.
+PROXY = "py4j.Py4JException"
 #: Conditions that wrap the one that says why.
 WRAPPERS = frozenset({"STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR"})
 _CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
@@ -48,13 +51,15 @@ def run_together(
     micro-batch, or how Spark stopped it."""
     results: list[list[list[str]] | Failure] = []
     started: list[Any] = []
+    inside: list[list[Failure]] = []
     try:
         for df, mode, checkpoint in queries:
             emitted: list[list[str]] = []
             results.append(emitted)
+            inside.append([])
             try:
                 started.append(
-                    df.writeStream.foreachBatch(_capture(emitted))
+                    df.writeStream.foreachBatch(_capture(emitted, inside[-1]))
                     .outputMode(mode)
                     .option("checkpointLocation", checkpoint)
                     .trigger(availableNow=True)
@@ -77,6 +82,9 @@ def run_together(
                 raise
             except Exception as exc:
                 results[index] = failure_of(exc)
+                if results[index].error_class == PROXY and inside[index]:  # type: ignore[union-attr]
+                    # Spark 3.5 names no condition: the proxy's error hides why the batch failed
+                    results[index] = inside[index][0]
     finally:
         for query in started:
             if query is not None:
@@ -94,9 +102,17 @@ def _idle(query: Any) -> bool:
     return all(int(progress[i].numInputRows()) == 0 for i in range(count - IDLE_BATCHES, count))
 
 
-def _capture(emitted: list[list[str]]) -> Any:
+def _capture(emitted: list[list[str]], failures: list[Failure]) -> Any:
+    """The ``foreachBatch`` function: collects each micro-batch's rows; where running the batch
+    fails (the stateful operators run here), keeps Spark's own failure before py4j wraps it."""
+
     def capture(batch: Any, batch_id: int) -> None:
-        emitted.append(sorted(row_text(r.asDict(recursive=True)) for r in batch.collect()))
+        try:
+            rows = batch.collect()
+        except Exception as exc:
+            failures.append(failure_of(exc))
+            raise
+        emitted.append(sorted(row_text(r.asDict(recursive=True)) for r in rows))
 
     return capture
 
