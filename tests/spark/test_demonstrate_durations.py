@@ -5,6 +5,7 @@ it; and the steps drawn around them."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,12 @@ def test_the_state_function_names_its_timeouts(spark: Any, tmp_path: Path) -> No
 
 def test_steps_aim_inside_and_outside_each_duration_most_at_the_changed() -> None:
     base = 10 * MINUTE
-    drawn = steps(base, {30 * MINUTE, 5 * MINUTE, 20 * MINUTE}, {10 * MINUTE, 20 * MINUTE})
-    assert drawn[0] == Step(base)  # Hypothesis shrinks towards the first
+    named = ({30 * MINUTE, 5 * MINUTE, 20 * MINUTE}, {10 * MINUTE, 20 * MINUTE})
+    drawn = steps(base, *named)
+    marks = (5 * MINUTE, 10 * MINUTE, 20 * MINUTE, 30 * MINUTE)
+    assert drawn[0] == Step(base, marks)  # Hypothesis shrinks towards the first
+    assert all(s.marks == marks for s in drawn)
     sizes = [s.size for s in drawn[1:]]
-    assert all(s.on_beat for s in drawn[1:])
     # changed: 30 and 10 minutes (5 too, but below the base step); both name 20 minutes
     assert sizes.count(30 * MINUTE - EDGE) == sizes.count(30 * MINUTE + EDGE) == CHANGED_WEIGHT
     assert sizes.count(10 * MINUTE + EDGE) == CHANGED_WEIGHT
@@ -79,3 +82,40 @@ def test_steps_aim_inside_and_outside_each_duration_most_at_the_changed() -> Non
     assert min(sizes) > base
     assert len(sizes) == 3 * CHANGED_WEIGHT + 2
     assert steps(base, set(), set()) == (Step(base),)
+
+
+def test_rows_sit_on_the_beat_and_one_mark_before_it() -> None:
+    import random
+
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.errors import NoSuchExample
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    from pytest_opid.spark.demonstration.rows import START, batches_strategy
+
+    schema = StructType([StructField("user", StringType()), StructField("ts", TimestampType())])
+    step = Step(10 * MINUTE + EDGE, (30 * MINUTE,))
+    seen: list[Any] = []
+
+    def keep(value: Any) -> bool:
+        seen.append(value)
+        return False
+
+    config = settings(
+        max_examples=40,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    with contextlib.suppress(NoSuchExample):
+        find(
+            batches_strategy({"in": schema}, 3, 6, [step]),
+            keep,
+            settings=config,
+            random=random.Random(3),
+        )
+    times = [(n, r["ts"]) for d in seen for n, b in enumerate(d) for r in b["in"] if r["ts"]]
+    beats = {n: START + step.size * n for n in range(3)}
+    assert any(t == beats[n] for n, t in times)
+    assert any(t == beats[n] - 30 * MINUTE - EDGE for n, t in times)
+    assert any(t == beats[n] - 30 * MINUTE + EDGE for n, t in times)

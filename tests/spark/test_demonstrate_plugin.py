@@ -61,7 +61,7 @@ def query(events, function):
 def test_sessions(spark, opid):
     events = spark.readStream.schema(SCHEMA).json({folder!r})
     deployed = query(events, sessions_as_deployed).writeStream.outputMode("update")
-    opid.demonstrate_with(deployed, seed=51, shrink_seconds=10)
+    opid.demonstrate_with(deployed, seed=43, shrink_seconds=10)
     opid.record(query(events, sessions))
 """
 

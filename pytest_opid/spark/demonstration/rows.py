@@ -6,8 +6,9 @@ across batches and sources (a join's two sides match); event times move one step
 reach back up to 1.5 steps, so windows and session gaps are crossed and rows arrive behind the
 watermark (late); rows repeat (duplicates), and a nullable field is sometimes null. The step is
 drawn per example (:class:`Step`): the base one, or one just inside or outside a duration the
-queries name (:mod:`.durations`), with half the rows exactly on its beat, so a key's rows are one
-such step apart. Hypothesis shrinks a difference towards fewer rows and the first pool values.
+queries name (:mod:`.durations`), with some rows exactly on a beat or one duration before it,
+so a key's rows are such a step or duration apart. Hypothesis shrinks a difference towards
+fewer rows and the first pool values.
 
 Rows are written as JSON lines (the plan reads them with the source's own schema, see
 :mod:`.plan`), one file per source and batch.
@@ -47,11 +48,14 @@ Batches = list[dict[str, list[dict[str, Any]]]]
 
 @dataclass(frozen=True)
 class Step:
-    """How far event times move per batch, and whether half the rows sit exactly on the beat
-    (a step aimed at a duration: a key's rows one step apart fall just inside or outside it)."""
+    """How far event times move per batch; ``marks``: the durations the queries name. Where
+    there are marks, a quarter of the rows sit exactly on their batch's beat and a quarter one
+    mark (and :data:`EDGE`) before it, so that the gaps between a key's rows fall just inside
+    and outside each duration, in either order across batches (a session timeout shows only
+    where one gap exceeds it and the next does not)."""
 
     size: timedelta
-    on_beat: bool = False
+    marks: tuple[timedelta, ...] = ()
 
 
 def steps(
@@ -63,13 +67,14 @@ def steps(
     shorter than ``base`` are left out: rows already reach minutes to 1.5 base steps apart
     within it, and a shorter step moves the watermark too little for a window to close in a
     few batches."""
-    out = [Step(base)]
+    marks = tuple(sorted(set(previous) | set(new)))
+    out = [Step(base, marks)]
     changed = set(previous) ^ set(new)
-    for duration in sorted(set(previous) | set(new)):
+    for duration in marks:
         weight = CHANGED_WEIGHT if duration in changed else 1
         for size in (duration - EDGE, duration + EDGE):
             if size > base:
-                out.extend([Step(size, on_beat=True)] * weight)
+                out.extend([Step(size, marks)] * weight)
     return tuple(out)
 
 
@@ -158,9 +163,10 @@ def _times(number: int, step: Step) -> Any:
     one (a window or session bound): mostly within its own step or up to 1.5 steps earlier
     (behind a watermark of one step); one in four reaches further back by one of
     :data:`REACH` (seconds to a day), so the gaps between a key's rows span the sizes windows,
-    session gaps and state timeouts are given in. On a step aimed at a duration, half the times
-    are the batch's beat itself. No time runs ahead of its batch's step: a row hours ahead would
-    move the watermark past every later row."""
+    session gaps and state timeouts are given in; where the queries name durations, a quarter
+    are the batch's beat and a quarter one duration before it (:class:`Step`). No time runs
+    ahead of its batch's step: a row hours ahead would move the watermark past every later
+    row."""
     from hypothesis import strategies as st
 
     begin = START + step.size * number
@@ -170,9 +176,14 @@ def _times(number: int, step: Step) -> Any:
     offset = st.integers(0, 3).flatmap(lambda i: far if i == 3 else near)
     seconds = st.sampled_from((0, 1, 59, 30))
     spread = st.builds(lambda m, s: begin + timedelta(minutes=m, seconds=s), offset, seconds)
-    if not step.on_beat:
+    if not step.marks:
         return spread
-    return st.booleans().flatmap(lambda beat: st.just(begin) if beat else spread)
+    marked = st.sampled_from(step.marks).flatmap(
+        lambda mark: st.sampled_from((begin - mark - EDGE, begin - mark + EDGE))
+    )
+    return st.integers(0, 3).flatmap(
+        lambda i: st.just(begin) if i == 2 else marked if i == 3 else spread
+    )
 
 
 def write(folder: Path, number: int, rows: list[dict[str, Any]]) -> None:
