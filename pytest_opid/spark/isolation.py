@@ -132,12 +132,17 @@ class _Child:
     def _read(self, size: int, deadline: float) -> bytes:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
+        # poll(), not select(): a long test session may hold more than FD_SETSIZE (1024) files
+        # and sockets (each streaming query's py4j callback connection), and select() refuses
+        # a descriptor past it ("filedescriptor out of range in select()")
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         chunks: list[bytes] = []
         while size:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _Late
-            ready, _, _ = select.select([fd], [], [], min(left, _POLL))
+            ready = waiting.poll(min(left, _POLL) * 1000)
             if not ready:
                 # A process the code forked may hold the channel open after the child ended.
                 if self.process.poll() is not None:

@@ -7,6 +7,7 @@ files happens (in the child), as it does when Spark's own worker runs ``init``."
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import sys
 import threading
@@ -161,6 +162,26 @@ def _alive(pid: int) -> bool:
 def test_a_well_behaved_init_is_recorded_as_before(untouched: None) -> None:
     record = record_processor(Hostile("nothing"))
     assert record.processor_class == f"{NAME}.Hostile"
+    _declared(record)
+
+
+def test_a_recording_works_with_more_files_open_than_select_takes(untouched: None) -> None:
+    # a long session holds many sockets (a py4j connection per streaming query's callback
+    # thread): select() refused descriptors past FD_SETSIZE (1024) in the demonstration corpus
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1200
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
+    opened = []
+    try:
+        while len(opened) < wanted - 100:
+            opened.append(os.open(os.devnull, os.O_RDONLY))
+        assert max(opened) > 1024
+        record = record_processor(Hostile("nothing"))
+    finally:
+        for fd in opened:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     _declared(record)
 
 
