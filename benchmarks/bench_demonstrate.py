@@ -4,7 +4,9 @@
 
 Pairs from tests/data (their real Spark 4.3 outcome in brackets): one Spark refused
 (agg_user_sum__add_aggregate), one whose restarted B emitted other rows than B from scratch
-(grouping_key_same_type), two where it emitted the same (add_projection_downstream, no_change),
+(grouping_key_same_type), the state function whose session timeout changed from 30 to 10
+minutes (pandas_state_function_timeout_30_to_10_minutes: other rows, which the prediction can
+only call "changed"), two where it emitted the same (add_projection_downstream, no_change),
 each at the default knobs (3 examples of 3 batches, 20 s of shrinking) with seed 41, in one
 ``local[2]`` session after a warm-up pair (the JVM's and the Python workers' start is not
 counted). Prints each pair's seconds, outcome and examples run, and the median.
@@ -25,6 +27,7 @@ from tests.spark.demonstrate_corpus import SPARK_ENV, dataframe, pairs  # noqa: 
 PAIRS = (
     "agg_user_sum__add_aggregate__100001",
     "grouping_key_same_type",
+    "pandas_state_function_timeout_30_to_10_minutes",
     "add_projection_downstream",
     "no_change",
 )

@@ -127,7 +127,7 @@ def demonstrate(
             found = nothing if search.differs(nothing) else None
         if search.error is not None:
             raise search.error
-        if search.own_failures and len(search.own_failures) == search.examples:
+        if search.own_failures and search.examples == 0:
             raise search.own_failures[0]
         if found is not None and shrink_seconds > 0 and schemas:  # no rows drawn: none to remove
             found = search.shrink(found)
@@ -268,6 +268,8 @@ class _Search:
             return False
         if self.error is not None or self.examples >= self.budget:
             return False
+        if len(self.own_failures) >= self.budget:  # as many rejected as may run: enough
+            return False
         if _one_row_each(data):
             # Hypothesis's simplest draws (one row, repeated, per source and batch): they rarely
             # show what a fuller draw does not, and cost as much to run
@@ -283,6 +285,7 @@ class _Search:
             # a restart's doing; the next example may show the restart, and where none runs
             # this failure is raised after the search
             self.own_failures.append(exc)
+            self.examples -= 1  # not an example of the restart; up to ``budget`` more run
             self.null_failed = self.null_failed or _has_null(data)
             self.memo[key] = None
             return False
