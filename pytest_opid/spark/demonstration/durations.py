@@ -32,6 +32,9 @@ import types
 from datetime import timedelta
 from typing import Any
 
+from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
+from pytest_opid.spark.transform_with_state import CHILD_PRELOAD, init_timeout
+
 #: At most this many durations per query (a plan with more is aimed at its first ones).
 MOST = 16
 #: Functions of the user's code read per query, at most.
@@ -135,9 +138,6 @@ def _command(df: Any, expression: Any) -> bytes | None:
 
 
 def _function_durations(commands: list[bytes]) -> set[timedelta]:
-    from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
-    from pytest_opid.spark.transform_with_state import CHILD_PRELOAD, init_timeout
-
     try:
         answer = run_isolated(
             "pytest_opid.spark.demonstration.durations",
