@@ -55,6 +55,12 @@ def run(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+def _same(here: tuple[int, str], there: tuple[int, str], local: Path, url: str) -> bool:
+    """The reading from ``url`` is the local one: the exit code, and the output but for the
+    location."""
+    return here[0] == there[0] and there[1].replace(url, "X") == here[1].replace(str(local), "X")
+
+
 def five_thousand(endpoint: str, root: Path) -> None:
     s3 = loopback.client(endpoint)
     s3.create_bucket(Bucket="big")
@@ -122,9 +128,7 @@ def corpus_readings(root: Path, put: Any, prefixes: dict[str, str]) -> None:
                 url = f"{prefix}{name}"
                 there = run("checkpoint", url, "--json")
                 total += 1
-                if there[0] == here[0] and there[1].replace(url, "X") == here[1].replace(
-                    str(local), "X"
-                ):
+                if _same(here, there, local, url):
                     equal += 1
                 else:
                     print("DIFFERS", url)
@@ -152,9 +156,7 @@ def corpus_readings(root: Path, put: Any, prefixes: dict[str, str]) -> None:
         ]
         for here, there in pairs:
             total += 1
-            if here[0] == there[0] and there[1].replace(url, "X") == here[1].replace(
-                str(local), "X"
-            ):
+            if _same(here, there, local, url):
                 equal += 1
             else:
                 print("DIFFERS", url)

@@ -32,7 +32,9 @@ import types
 from datetime import timedelta
 from typing import Any
 
+from pytest_opid.spark.demonstration.tree import nodes
 from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
+from pytest_opid.spark.query.gateway import command_bytes
 from pytest_opid.spark.transform_with_state import CHILD_PRELOAD, init_timeout
 
 #: At most this many durations per query (a plan with more is aimed at its first ones).
@@ -55,7 +57,7 @@ def durations(df: Any) -> frozenset[timedelta]:
     execution = df._jdf.queryExecution()
     # as built (``window('ts, "5 minutes")`` is a function of string literals there) and as
     # resolved (a ``TimeWindow``, an interval literal); a duration found in both counts once
-    for node in [*_tree(execution.logical()), *_tree(execution.analyzed())]:
+    for node in [*nodes(execution.logical()), *nodes(execution.analyzed())]:
         if node.nodeName() == "EventTimeWatermark":
             _add(found, _calendar(node.delay()))
         for expression in _expressions(node):
@@ -74,22 +76,11 @@ def durations(df: Any) -> frozenset[timedelta]:
     return frozenset(sorted(found)[:MOST])
 
 
-def _tree(root: Any) -> list[Any]:
-    """Every node under ``root`` (a plan or an expression), with an explicit stack."""
-    out, todo = [], [root]
-    while todo:
-        node = todo.pop()
-        out.append(node)
-        children = node.children()
-        todo.extend(children.apply(i) for i in range(children.size()))
-    return out
-
-
 def _expressions(node: Any) -> list[Any]:
     roots = node.expressions()
     out: list[Any] = []
     for i in range(roots.size()):
-        out.extend(_tree(roots.apply(i)))
+        out.extend(nodes(roots.apply(i)))
     return out
 
 
@@ -124,15 +115,9 @@ def _literal(expression: Any) -> timedelta | None:
 
 
 def _command(df: Any, expression: Any) -> bytes | None:
-    """The pickled function of a ``PythonUDF`` (a ``byte[]`` or, in some lines, a
-    ``Seq[Byte]``)."""
+    """The pickled function of a ``PythonUDF``."""
     try:
-        command = expression.func().command()
-        if not isinstance(command, (bytes, bytearray)):
-            jvm = df.sparkSession._jvm
-            tag = getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-            command = command.toArray(tag)
-        return bytes(command)
+        return command_bytes(df.sparkSession._jvm, expression.func())
     except Exception:  # py4j: a function this line keeps otherwise is not aimed at
         return None
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_opid.errors import DocumentError
+from pytest_opid.spark.demonstration.tree import nodes
 
 #: File formats Spark's ``FileStreamSource`` reads (``DataSource.className`` as written).
 FILE_FORMATS = frozenset({"json", "csv", "parquet", "orc", "text", "avro", "xml"})
@@ -37,7 +38,7 @@ class FileSource:
 def file_sources(df: Any) -> list[FileSource]:
     """The file sources of a streaming DataFrame, in plan order, each once."""
     found: dict[str, FileSource] = {}
-    for node in _nodes(df._jdf.queryExecution().logical()):
+    for node in nodes(df._jdf.queryExecution().logical()):
         source = _file_source(node)
         if source is not None:
             found.setdefault(source.identity, source)
@@ -49,7 +50,7 @@ def other_sources(df: Any) -> list[str]:
     ``kafka``), in plan order: ``StreamingRelationV2.sourceName``, or a ``StreamingRelation``'s
     format."""
     names = []
-    for node in _nodes(df._jdf.queryExecution().logical()):
+    for node in nodes(df._jdf.queryExecution().logical()):
         kind = node.nodeName()
         if kind == "StreamingRelationV2":
             names.append(str(node.sourceName()))
@@ -66,16 +67,6 @@ def with_sources(df: Any, folders: dict[str, str]) -> Any:
     plan = _rebuilt(jvm, df._jdf.queryExecution().logical(), folders)
     jsession = df._jdf.sparkSession()
     return DataFrame(_dataset_of_rows(jvm, jsession, plan), df.sparkSession)
-
-
-def _nodes(root: Any) -> list[Any]:
-    out, todo = [], [root]
-    while todo:
-        node = todo.pop()
-        out.append(node)
-        children = node.children()
-        todo.extend(children.apply(i) for i in range(children.size() - 1, -1, -1))
-    return out
 
 
 def _file_source(node: Any) -> FileSource | None:

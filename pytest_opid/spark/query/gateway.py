@@ -475,3 +475,13 @@ class Gateway:
                 return "".join(parts)
             start += size
             part = self._more.apply(start)
+
+
+def command_bytes(jvm: Any, function: Any) -> bytes:
+    """The pickled Python code of a ``PythonFunction`` (``command``): a ``byte[]`` in some
+    Spark lines, a Scala ``Seq[Byte]`` in others."""
+    command = function.command()
+    if not isinstance(command, (bytes, bytearray)):
+        tag = getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
+        command = command.toArray(tag)
+    return bytes(command)

@@ -17,6 +17,7 @@ from pytest_opid.result import UNKNOWN, StateStore
 from pytest_opid.spark.function_digest import command_digest
 from pytest_opid.spark.query.gateway import (
     Gateway,
+    command_bytes,
     find_java_class,
 )
 from pytest_opid.spark.query.processor_handle import NotInspected
@@ -305,11 +306,7 @@ class Jvm(Gateway):
                 function = self.call_private(node, "pythonFunction")
             else:
                 return None  # flatMapGroupsWithState and Scala transformWithState: JVM code
-            command = function.command()
-            if not isinstance(command, (bytes, bytearray)):  # a Seq[Byte], not a byte[]
-                tag = getattr(getattr(self.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-                command = command.toArray(tag)
-            return command_digest(bytes(command)).fact
+            return command_digest(command_bytes(self.jvm, function)).fact
         except Exception:  # py4j or unpickling: code pytest-opid cannot reach
             return UNKNOWN
 

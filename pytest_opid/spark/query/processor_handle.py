@@ -10,7 +10,12 @@ import threading
 import time
 from typing import Any
 
-from pytest_opid.spark.query.gateway import Gateway, find_java_class, is_java_class
+from pytest_opid.spark.query.gateway import (
+    Gateway,
+    command_bytes,
+    find_java_class,
+    is_java_class,
+)
 from pytest_opid.spark.transform_with_state import (
     ProcessorRecord,
     StateCall,
@@ -68,8 +73,7 @@ def declare(gateway: Gateway, node: Any) -> ProcessorRecord:
     deadline = time.monotonic() + limit
     try:
         function = gateway.call_private(node, "pythonFunction")
-        tag = getattr(getattr(gateway.jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-        command = bytes(function.command().toArray(tag))
+        command = command_bytes(gateway.jvm, function)
     except Exception as exc:  # py4j: a processor pytest-opid cannot reach
         record = ProcessorRecord(
             "?", None, f"could not read the stateful processor ({type(exc).__name__})"
