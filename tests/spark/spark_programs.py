@@ -26,3 +26,19 @@ def broken(spark: Any, path: str) -> Any:
 
 
 NOT_CALLABLE = "x"
+
+
+def exits(spark: Any, path: str) -> Any:
+    """A job's main that ends the process instead of returning its query."""
+    import sys
+
+    sys.exit(0)
+
+
+def parses(spark: Any, *argv: str) -> Any:
+    """A job's main that parses its own arguments: ``--help`` prints usage and exits 0."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="job")
+    parser.add_argument("path")
+    return counts(spark, parser.parse_args(list(argv)).path)

@@ -10,13 +10,20 @@ is used). Spark's log stays at ERROR; its start-up messages are kept off the ter
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.spark.demonstration import Demonstration, demonstrate
-from pytest_opid.spark.query.program import BASE_CONF, first_line, local_session, resolve_function
+from pytest_opid.spark.query.program import (
+    BASE_CONF,
+    call_function,
+    local_session,
+    resolve_function,
+    set_sql_conf,
+)
 
 #: Two cores: a demonstration runs two queries at a time (the restarted or previous query
 #: beside the one from scratch).
@@ -32,6 +39,7 @@ def demonstrate_functions(
 ) -> Demonstration:
     """Call both ``module:function`` targets in a local session with ``conf`` and demonstrate
     the restart from the first's query to the second's."""
+    _check_installed()
     functions = [resolve_function(previous), resolve_function(new)]
     from pyspark import cloudpickle
 
@@ -48,16 +56,10 @@ def demonstrate_functions(
         queries = []
         for target, function in zip((previous, new), functions, strict=True):
             session = spark.newSession()
-            for key, value in (conf or {}).items():
-                if key.startswith("spark.sql."):
-                    session.conf.set(key, value)
-            try:
-                queries.append(function(session, *args))
-            except Exception as exc:
-                raise DocumentError(
-                    f"--spark {target}: the function failed: {type(exc).__name__}: "
-                    f"{first_line(str(exc))}"
-                ) from None
+            set_sql_conf(
+                session, {k: v for k, v in (conf or {}).items() if k.startswith("spark.sql.")}
+            )
+            queries.append(call_function(target, function, session, args))
         return demonstrate(queries[0], queries[1], **knobs)
     finally:
         with contextlib.suppress(Exception):
@@ -65,3 +67,16 @@ def demonstrate_functions(
                 spark.stop()
             else:
                 spark.sparkContext.setLogLevel("WARN")
+
+
+def _check_installed() -> None:
+    """PySpark runs the queries and Hypothesis draws their rows: either missing is one line
+    naming the extra that brings it (both come with ``spark``), before any Spark starts."""
+    for module, what in (("pyspark", "PySpark (and Java 17)"), ("hypothesis", "Hypothesis")):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise DocumentError(
+                f"opid demonstrate needs {what}, which is not installed: "
+                "pip install -e '.[spark]' in the clone (or pytest-opid[spark])"
+            ) from None

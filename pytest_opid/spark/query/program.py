@@ -67,9 +67,9 @@ def resolve_function(target: str) -> Callable[..., Any]:
         value: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise DocumentError(f"--spark {target}: cannot import {module_name}: {exc}") from None
-    except Exception as exc:  # the module's own code failed: say so in one line
+    except (Exception, SystemExit) as exc:  # the module's own code failed or exited: one line
         raise DocumentError(
-            f"--spark {target}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+            f"--spark {target}: importing {module_name} failed: {_failure(exc)}"
         ) from None
     for name in attribute.split("."):
         if not hasattr(value, name):
@@ -107,16 +107,8 @@ def called_function(
     sql = {key: value for key, value in settings.items() if key.startswith("spark.sql.")}
     before = {} if created else {key: spark.conf.get(key, None) for key in sql}
     try:
-        for key, value in sql.items():
-            spark.conf.set(key, value)
-        try:
-            program = function(spark, *args)
-        except Exception as exc:
-            raise DocumentError(
-                f"--spark {target}: the function failed: {type(exc).__name__}: "
-                f"{_first_line(str(exc))}"
-            ) from None
-        yield program
+        set_sql_conf(spark, sql)
+        yield call_function(target, function, spark, args)
     finally:
         with contextlib.suppress(Exception):
             if created:
@@ -127,6 +119,44 @@ def called_function(
                         spark.conf.unset(key)
                     else:
                         spark.conf.set(key, value)
+
+
+def call_function(
+    target: str, function: Callable[..., Any], spark: Any, args: Sequence[str]
+) -> Any:
+    """``function(spark, *args)``, the user's code: what it returns. What it prints goes to
+    stderr (stdout holds opid's output alone); an exception or an exit (``sys.exit``, or
+    argparse's ``--help`` or usage error in it) is one line, never opid's own exit status: a
+    function that exits has returned no query to judge. Ctrl-C still ends opid."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return function(spark, *args)
+    except (Exception, SystemExit) as exc:
+        raise DocumentError(f"--spark {target}: the function failed: {_failure(exc)}") from None
+
+
+def set_sql_conf(spark: Any, sql: dict[str, str]) -> None:
+    """Set the ``spark.sql.*`` settings on ``spark``; a value Spark refuses (``--conf
+    spark.sql.shuffle.partitions=abc``) is one line naming it. A session built with such a value
+    refuses its first settings access, so that access is checked too."""
+    try:
+        conf = spark.conf
+    except Exception as exc:
+        raise DocumentError(f"--conf: Spark refuses a setting: {_first_line(str(exc))}") from None
+    for key, value in sql.items():
+        try:
+            conf.set(key, value)
+        except Exception as exc:
+            raise DocumentError(
+                f"--conf {key}={value}: Spark refuses it: {_first_line(str(exc))}"
+            ) from None
+
+
+def _failure(exc: BaseException) -> str:
+    """An exception of the user's code in words: ``sys.exit(0)`` is said as an exit."""
+    if isinstance(exc, SystemExit):
+        return f"it exited (SystemExit: {exc.code!r}) instead of returning a query"
+    return f"{type(exc).__name__}: {_first_line(str(exc))}"
 
 
 def local_session(settings: dict[str, str]) -> tuple[Any, bool]:
