@@ -10,11 +10,14 @@ does to the sink depends on this log as much as on its checkpoint.
 Log files: one per batch, named by the batch id, and every 10th (``compactInterval``) batch
 ``<id>.compact`` holding every entry up to it; each starts with ``v1`` and holds one
 ``SinkFileStatus`` JSON per line (``path``, ``size``, ``isDir``, ``modificationTime``,
-``blockReplication``, ``blockSize``, ``action``).
+``blockReplication``, ``blockSize``, ``action``). A compaction grows with every file the sink
+ever wrote (about 250 bytes each: 72 MiB after 300,000 files), so the latest log file is read a
+line at a time, keeping counts, not paths, within :data:`MAX_LOG_BYTES`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -24,7 +27,6 @@ from pytest_opid.spark.checkpoint.files import (
     COMPACT_NAME,
     CheckpointReader,
     field_of,
-    java_lines,
 )
 
 #: The log folder under a file sink's path (``FileStreamSink.metadataDir``).
@@ -33,8 +35,20 @@ METADATA_DIR = "_spark_metadata"
 #: ``FileStreamSinkLog.VERSION``.
 _SINK_LOG_VERSION = 1
 
-#: Entries read per sink log, at most: the log's last files are enough to tell its layout.
+#: Batch ids a compaction is taken to stand for, at most (``batches``).
 _MAX_ENTRIES = 100_000
+
+#: The largest log file read, a line at a time: 1 GiB is about 4 million entries of 250 bytes,
+#: a year of a sink writing 8 files a minute, all in its latest compaction. A larger one is
+#: not read (``SinkLog.unread`` says why): the restart is then not verified at the sink.
+MAX_LOG_BYTES = 1 << 30
+
+#: The longest line of a log file read (one ``SinkFileStatus``: a path and six numbers).
+_MAX_LINE = 1 << 20
+
+#: File names listed per data folder to find the logged files gone, at most in all (beyond
+#: it each file is looked up by itself).
+_MAX_LISTED = 2_000_000
 
 #: A Hive-style partition folder in a data file's path (``name=value``).
 _PARTITION = re.compile(r"^([^=/]+)=[^/]*$")
@@ -57,22 +71,24 @@ class SinkLog:
 
     ``exists``: the folder exists; ``logged``: it has a ``_spark_metadata`` folder;
     ``batches``: the batch ids of its log files (a compaction counts for every batch up to
-    it); ``latest``: the highest (``None``: no log entry); ``files``: the data files the latest
-    log file lists (paths as written); ``formats`` and ``partitions``: what the logged files'
-    names and folders say (``{"json"}``, ``("name",)``); ``unlogged``: data files in the folder
-    where there is no log (another writer's, or a log deleted)."""
+    it); ``latest``: the highest (``None``: no log entry); ``files``: how many data files the
+    latest log file lists; ``formats`` and ``partitions``: what the logged files' names and
+    folders say (``{"json"}``, ``("name",)``); ``unlogged``: data files in the folder where
+    there is no log (another writer's, or a log deleted); ``unread``: why the latest log file
+    was not read (larger than :data:`MAX_LOG_BYTES`), ``""`` when it was."""
 
     path: str
     exists: bool
     logged: bool
     batches: tuple[int, ...] = ()
     latest: int | None = None
-    files: tuple[str, ...] = ()
+    files: int = 0
     formats: frozenset[str] = frozenset()
     partitions: tuple[str, ...] = ()
     unlogged: int = 0
     #: logged data files (of the log's last file) that are not in the folder any more
     missing: int = 0
+    unread: str = ""
 
 
 def local_path(location: str) -> str | None:
@@ -132,18 +148,26 @@ def read_sink_log(location: str) -> SinkLog | None:
         return SinkLog(location, exists=True, logged=True)
     latest = max(ids)
     name = plain.get(latest) or compact[latest]
-    files = _read_entries(r, f"{METADATA_DIR}/{name}")
-    formats = frozenset(f for f in (format_of(p.rsplit("/", 1)[-1]) for p in files) if f)
+    batches = tuple(sorted(ids))
+    rel = f"{METADATA_DIR}/{name}"
+    if not r.is_file(rel):
+        r.fail(rel, "not a regular file")
+    size = os.stat(os.path.join(root, METADATA_DIR, name)).st_size
+    if size > MAX_LOG_BYTES:
+        unread = f"{r.full(rel)} is {size} bytes, more than the {MAX_LOG_BYTES} read of a sink log"
+        return SinkLog(location, True, True, batches, latest, unread=unread)
+    entries = _Entries()
+    _read_entries(r, rel, os.path.join(root, METADATA_DIR, name), entries)
     return SinkLog(
         location,
         exists=True,
         logged=True,
-        batches=tuple(sorted(ids)),
+        batches=batches,
         latest=latest,
-        files=files,
-        formats=formats,
-        partitions=_partition_columns(files),
-        missing=sum(1 for p in files if (q := local_path(p)) is not None and not os.path.exists(q)),
+        files=entries.count,
+        formats=frozenset(entries.formats),
+        partitions=entries.partitions,
+        missing=entries.missing,
     )
 
 
@@ -158,31 +182,94 @@ def _walk_names(root: str) -> list[str]:
     return names
 
 
-def _read_entries(r: CheckpointReader, rel: str) -> tuple[str, ...]:
-    lines = java_lines(r.read_text(rel))
-    if not lines:
-        r.fail(rel, "incomplete file sink log file (empty)")
-    r.version(rel, lines[0], _SINK_LOG_VERSION)
-    paths: list[str] = []
-    for number, line in enumerate(lines[1 : _MAX_ENTRIES + 1], start=2):
+class _Entries:
+    """What the verdict needs of a log file's entries, kept while they stream past: how many
+    files, their formats, the first one's partition folders, and how many are gone."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.formats: set[str] = set()
+        self.partitions: tuple[str, ...] = ()
+        self.missing = 0
+        self._listed: dict[str, frozenset[str] | None] = {}
+        self._names = 0
+
+    def add(self, path: str) -> None:
+        if self.count == 0:
+            self.partitions = _partition_columns(path)
+        self.count += 1
+        name = path.rsplit("/", 1)[-1]
+        fmt = format_of(name)
+        if fmt is not None:
+            self.formats.add(fmt)
+        local = local_path(path)
+        if local is not None and not self._exists(local):
+            self.missing += 1
+
+    def _exists(self, local: str) -> bool:
+        """Whether the data file is there: its folder is listed once (a stat per file costs
+        seconds on a compaction of 300,000), up to :data:`_MAX_LISTED` names in all."""
+        folder, name = os.path.split(local)
+        if folder not in self._listed:
+            names: frozenset[str] | None = None
+            if self._names < _MAX_LISTED:
+                try:
+                    names = frozenset(os.listdir(folder))
+                except OSError:
+                    names = frozenset()
+                self._names += len(names)
+            self._listed[folder] = names
+        listed = self._listed[folder]
+        return os.path.exists(local) if listed is None else name in listed
+
+
+def _read_entries(r: CheckpointReader, rel: str, local: str, entries: _Entries) -> None:
+    """The log file's entries into ``entries``, a line at a time as Java's ``readLine`` splits
+    them (``\n``, ``\r\n`` or ``\r``: Python's universal newlines are those three)."""
+    try:
+        with open(local, encoding="utf-8", newline=None) as stream:
+            first = stream.readline(_MAX_LINE)
+            if not first:
+                r.fail(rel, "incomplete file sink log file (empty)")
+            r.version(rel, first.rstrip("\n"), _SINK_LOG_VERSION)
+            number = 1
+            while line := stream.readline(_MAX_LINE):
+                number += 1
+                if not line.endswith("\n") and len(line) >= _MAX_LINE:
+                    r.fail(rel, f"line {number} is longer than {_MAX_LINE} characters")
+                _read_entry(r, rel, line.rstrip("\n"), number, entries)
+    except UnicodeDecodeError as exc:
+        r.fail(rel, f"not UTF-8 text ({exc.reason})")
+    except OSError as exc:
+        r.fail(rel, f"cannot be read: {exc.strerror or exc}")
+
+
+def _read_entry(r: CheckpointReader, rel: str, line: str, number: int, entries: _Entries) -> None:
+    """One ``SinkFileStatus`` line. The C parser reads it (a compaction has millions); a line
+    it refuses, or that holds what the strict reader refuses (NaN), is read again by the
+    strict one, whose message names the fault."""
+    try:
+        entry = json.loads(line, parse_constant=_refused)
+    except (ValueError, RecursionError):
         entry = r.json(rel, line, f"line {number}")
-        if not isinstance(entry, dict):
-            r.fail(rel, f"line {number} must be a JSON object")
-        path = field_of(r, rel, entry, "path", "str")
-        action = field_of(r, rel, entry, "action", "str", required=False)
-        if action in (None, "add"):
-            paths.append(path)
-    return tuple(paths)
+    if not isinstance(entry, dict):
+        r.fail(rel, f"line {number} must be a JSON object")
+    path = field_of(r, rel, entry, "path", "str")
+    action = field_of(r, rel, entry, "action", "str", required=False)
+    if action in (None, "add"):
+        entries.add(path)
 
 
-def _partition_columns(files: tuple[str, ...]) -> tuple[str, ...]:
-    """The partition columns the logged files' folders name (``<path>/name=a/part-...``):
-    the ``name=value`` folders right above the first file, outermost first."""
-    for path in files[:1]:
-        folders = path.split("/")[:-1]
-        columns: list[str] = []
-        while folders and (m := _PARTITION.match(folders[-1])) is not None:
-            columns.insert(0, m.group(1))
-            folders.pop()
-        return tuple(columns)
-    return ()
+def _refused(name: str) -> None:
+    raise ValueError(name)
+
+
+def _partition_columns(path: str) -> tuple[str, ...]:
+    """The partition columns a logged file's folders name (``<path>/name=a/part-...``): the
+    ``name=value`` folders right above it, outermost first."""
+    folders = path.split("/")[:-1]
+    columns: list[str] = []
+    while folders and (m := _PARTITION.match(folders[-1])) is not None:
+        columns.insert(0, m.group(1))
+        folders.pop()
+    return tuple(columns)

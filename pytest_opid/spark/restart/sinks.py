@@ -147,6 +147,14 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
         return False
     following = committed + 1
     shown = printable(path)
+    if log.unread:
+        found.unverify(
+            "sink",
+            f"The file sink's log was not read: {printable(log.unread)}. Its batch ids were "
+            "checked against the checkpoint's commits, not the data files it lists (gone "
+            "ones, their format and partition folders).",
+            name="sink",
+        )
     if log.latest is None:
         held = (
             f"holds {log.unlogged} data files but no _spark_metadata log (another writer's, "
@@ -225,7 +233,7 @@ def _file_sink_on_disk(found: Findings, new: Endpoints, checkpoint: Checkpoint) 
             "other are dropped or misread." + _FIX_SINK,
             name="sink",
         )
-    return True
+    return not log.unread
 
 
 def check_trigger(found: Findings) -> None:

@@ -19,6 +19,7 @@ import pytest
 from pytest_opid.cli import main
 
 HERE = Path(__file__).resolve().parents[1]
+COMMANDS = ["fingerprint", "check-restore", "record-deploy", "demonstrate"]
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def _commands(tmp_path: Path, target: str, *tail: str) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("command", ["fingerprint", "check-restore", "record-deploy", "demonstrate"])
+@pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize(
     "target, args, said",
     [
@@ -66,7 +67,7 @@ def test_a_function_that_exits_is_one_error_line_and_exit_2(
     assert list((tmp_path / "checkpoint").iterdir()) == []  # record-deploy recorded nothing
 
 
-@pytest.mark.parametrize("command", ["fingerprint", "check-restore", "record-deploy", "demonstrate"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_conf_value_spark_refuses_is_one_line_and_exit_2(
     spark: Any,
     programs: None,
@@ -136,7 +137,6 @@ def test_every_spark_extra_brings_hypothesis() -> None:
     """``demonstrate`` draws its rows with Hypothesis: the README's ``.[pytest,spark]`` (and
     each line's extra) installs it, in the ``hypothesis`` extra's range."""
     import tomllib
-
     from packaging.requirements import Requirement
 
     pyproject = tomllib.loads((HERE.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
