@@ -39,6 +39,7 @@ from pytest_opid.cli.commands import (
     savepoint_command,
 )
 from pytest_opid.cli.demonstrate import demonstrate_command
+from pytest_opid.cli.termination import Terminated, terminated_as_interrupt
 from pytest_opid.errors import OpidError
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.io.storage import counting
@@ -52,7 +53,9 @@ _MAX_ERROR = 300
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``opid`` with ``argv`` (default: the process's arguments); return the exit status."""
-    with gc_paused():  # one command's objects live until it ends: nothing for the collector
+    # one command's objects live until it ends: nothing for the collector; a CI timeout's
+    # SIGTERM unwinds the command as Ctrl-C does (its temporary folders are removed)
+    with gc_paused(), terminated_as_interrupt():
         try:
             args = parse_command_line(__version__, list(sys.argv[1:] if argv is None else argv))
             check_paths(args)
@@ -64,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(str(exc))
         except (OpidError, OSError, TypeError, ValueError, RecursionError) as exc:
             return _fail(_one_line(exc))
+        except Terminated:
+            return _fail("terminated (SIGTERM)")
         except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
             return _fail("interrupted")
         problem = _write(output)

@@ -4,6 +4,11 @@ written (in this process: the command reuses the test session's Spark), and its 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +38,35 @@ def test_the_documented_example_differs(
 def test_two_queries_are_needed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demonstrate", "--spark", A]) == 2
     assert "give --spark twice" in capsys.readouterr().err
+
+
+def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
+    """Issue 48, item 5: a CI timeout's SIGTERM left ``opid-demonstrate-*`` (the temporary
+    checkpoints and source folders) in the temporary folder; Ctrl-C removed it. Now both
+    unwind the command: one line, exit 2, nothing left."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    args = ["demonstrate", "--spark", A, "--spark", B, "--seed", "41", "--examples", "50"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest_opid", *args, "--", str(tmp_path / "events")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not list(temp.glob("opid-demonstrate-*")) and process.poll() is None:
+            time.sleep(0.2)  # Spark starts, then the demonstration makes its folder
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (process.returncode, out) == (2, "")
+    assert err.splitlines()[-1] == "error: terminated (SIGTERM)", err[-2000:]
+    assert "Traceback" not in err
+    assert list(temp.glob("opid-demonstrate-*")) == []
