@@ -105,6 +105,12 @@ def declare(gateway: Gateway, node: Any) -> ProcessorRecord:
     return ProcessorRecord(record.processor_class, None)  # declared by Spark's worker
 
 
+#: How often the processes the JVM started for a late pre-init worker are killed, until its
+#: runner returns; and when to stop waiting for a runner that never does.
+_SWEEP = 0.1
+_GIVE_UP = 60.0
+
+
 class _Late(Exception):
     """Spark's pre-init worker did not return within the time left."""
 
@@ -128,10 +134,15 @@ def _bounded_pre_init(gateway: Gateway, node: Any, seconds: float, limit: float)
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        for handle in this_jvm.descendants().toArray():
-            if int(handle.pid()) not in before:
-                handle.destroyForcibly()
-        worker.join(30)
+        # The time left can end before the JVM has started the worker (a loaded machine: the
+        # child's recording took most of the limit): a process started after one sweep would
+        # run init() for ever. Every new process is killed until the runner gives up.
+        ends = time.monotonic() + _GIVE_UP
+        while worker.is_alive() and time.monotonic() < ends:
+            for handle in this_jvm.descendants().toArray():
+                if int(handle.pid()) not in before:
+                    handle.destroyForcibly()
+            worker.join(_SWEEP)
         raise _Late(f"did not return within {limit:g} s; killed")
     if failure:
         raise failure[0]
