@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
 from pytest_opid.io import saved_fingerprint
+from pytest_opid.io.endpoint_values import safe_endpoints
 from pytest_opid.io.saved_fingerprint import CHUNK_ROWS
+from pytest_opid.text import without_userinfo
 
 __all__ = [
     "ChainedOperator",
@@ -138,6 +140,18 @@ class Fingerprint:
     #: no state check sees. ``None`` where nothing was recorded (a job recorded without its
     #: sink); the engine package says which facts it could not see.
     endpoints: tuple[tuple[str, str, str], ...] | None = None
+
+    def __post_init__(self) -> None:
+        """No secret is kept, whoever made the fingerprint or wrote the file it was read from:
+        option values as facts that cannot carry one, URLs without their credentials
+        (:mod:`pytest_opid.io.endpoint_values`). An old file's value is kept as the new one
+        would be, so that the two compare equal where the value did not change."""
+        if self.endpoints:
+            object.__setattr__(self, "endpoints", safe_endpoints(self.endpoints))
+        if self.sources and any("://" in s for s in self.sources):
+            object.__setattr__(self, "sources", tuple(map(without_userinfo, self.sources)))
+        if self.plan and any("://" in line for line in self.plan):
+            object.__setattr__(self, "plan", tuple(map(without_userinfo, self.plan)))
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: everything a comparison or an explanation uses

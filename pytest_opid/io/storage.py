@@ -35,7 +35,7 @@ from urllib.parse import unquote
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import input_limit, not_regular
-from pytest_opid.text import printable, quote
+from pytest_opid.text import MASK, printable, quote, userinfo_span, without_userinfo
 from pytest_opid.time_limits import seconds_from_environment
 
 __all__ = [
@@ -139,6 +139,7 @@ class _Store:
         self.counters = Counters()
 
     def scrub(self, text: str) -> str:
+        text = without_userinfo(text, MASK)  # a URL the store's own message repeats
         for secret in (*self.secrets, *_env_secrets()):
             if secret:
                 text = text.replace(secret, "***")
@@ -450,6 +451,13 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
     assert m is not None
     scheme, rest = m.group(1).lower(), m.group(2)
     protocol, extra, package = _SCHEMES[scheme]
+    # credentials in the URL are taken out before anything else reads it: a secret may hold
+    # a "/", "?" or "#" that would otherwise end the host or start a query in a message
+    userinfo = ""
+    span = userinfo_span(text)
+    if span is not None:
+        userinfo = text[span[0] : span[1] - 1]
+        rest = rest[: span[0] - len(scheme) - 1] + rest[span[1] - len(scheme) - 1 :]
     sas = ""
     if "?" in rest or "#" in rest:
         cut = min(i for i in (rest.find("?"), rest.find("#")) if i >= 0)
@@ -457,8 +465,11 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
         if protocol == "abfs" and rest[cut] == "?" and "#" not in query and _is_sas(query):
             sas, rest = query, rest[:cut]  # an Azure SAS token: the URL's own credential
         else:
+            written = f"{m.group(1)}:{rest[:cut]}"
+            if userinfo:
+                written = written.replace("://", "://" + MASK, 1)
             raise DocumentError(
-                f"{printable(text[: len(scheme) + 1 + cut])}: a query or fragment in a URL is "
+                f"{printable(written)}: a query or fragment in a URL is "
                 "not read (but an Azure SAS token, ?sv=...&sig=...); give credentials through "
                 "the store's usual environment or profile"
             )
@@ -472,14 +483,14 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
     shown = f"{m.group(1)}:{rest}"  # without a SAS token
     host_and_path = rest[2:] if rest.startswith("//") else rest.lstrip("/")
     host, slash, tail = host_and_path.partition("/")
-    user, at, bare_host = host.rpartition("@")
-    if at and ":" in user:  # user:password@ (for S3: access key id and secret)
-        key, _, secret = user.partition(":")
-        secrets = (secret, unquote(secret))
-        shown = f"{m.group(1)}://***@{bare_host}{slash}{tail}"
-        if protocol == "s3":
+    if userinfo:  # user:password@ (for S3: access key id and secret)
+        key, colon, secret = userinfo.partition(":")
+        secrets = (userinfo, secret, unquote(secret)) if colon else (userinfo,)
+        shown = f"{m.group(1)}://{MASK}{host}{slash}{tail}"
+        if protocol == "s3" and colon:
             options.update(key=unquote(key), secret=unquote(secret))
-        host = bare_host if protocol == "s3" else host
+        elif protocol != "s3":
+            host = f"{userinfo}@{host}"
     if protocol == "dbfs":
         path = "/" + host_and_path.lstrip("/")
     elif protocol == "abfs":

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_opid.errors import DocumentError, OpidError
-from pytest_opid.inputs import fingerprint
-from pytest_opid.io.json import input_limit
+from pytest_opid.io.json import input_limit, read_bytes
 from pytest_opid.io.storage import Location, is_url, locate
 from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem
 from pytest_opid.spark.checkpoint.files import RECORD_NAME
@@ -58,9 +57,7 @@ def record_path(checkpoint: str | os.PathLike[str]) -> Path:
     return Path(checkpoint) / RECORD_NAME
 
 
-def write_record(
-    checkpoint: str | os.PathLike[str] | Location, fp: Fingerprint
-) -> Path | Location:
+def write_record(checkpoint: str | os.PathLike[str] | Location, fp: Fingerprint) -> Path | Location:
     """Write ``fp`` as the checkpoint's record, atomically (a temporary file in the same folder,
     renamed): a reader sees the old record or the new one, never half of one. The folder is
     created when the query has not started yet (Spark then starts in it as in an empty one).
@@ -95,16 +92,23 @@ def write_record(
 
 
 def read_record(checkpoint_dir: Path | Location, checkpoint: Checkpoint) -> Recorded | None:
-    """The checkpoint's record, ``None`` where it has none. A record that cannot be read or
-    is not the fingerprint of the query that wrote the checkpoint (:func:`.restart.written_by.
-    check_written_by`) comes back without a fingerprint, with the reason."""
+    """The checkpoint's record, ``None`` where it has none. A record that cannot be read, is
+    not a saved fingerprint (a JSON object of its shape, as :func:`write_record` writes it),
+    or is not the fingerprint of the query that wrote the checkpoint (:func:`.restart.
+    written_by.check_written_by`) comes back without a fingerprint, with the reason. Its body
+    is only ever read as JSON: text that is not is never taken for the path of another file."""
     path = checkpoint_dir / RECORD_NAME
     if not path.is_file():
         return None
+    said = f"{RECORD_NAME} in the checkpoint"
     try:
-        # in a store, the record's text (read within the input limit) is what is fingerprinted
-        fp = fingerprint(path if isinstance(path, Path) else _text(path))
-        check_written_by(checkpoint, fp, f"{RECORD_NAME} in the checkpoint")
+        raw = _bytes(path, said)
+        if not raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+            raise DocumentError(
+                f"{said}: not a saved fingerprint (a JSON object, as opid record-deploy writes it)"
+            )
+        fp = Fingerprint.from_json(raw, said)
+        check_written_by(checkpoint, fp, said)
     except (OpidError, ValueError, TypeError) as exc:
         return Recorded(
             path,
@@ -115,11 +119,17 @@ def read_record(checkpoint_dir: Path | Location, checkpoint: Checkpoint) -> Reco
     return Recorded(path, fp)
 
 
-def _text(where: Location) -> str:
+def _bytes(where: Path | Location, said: str) -> bytes:
+    """The record's bytes, within the input limit; a failure names the record, not its path."""
+    limit = input_limit()
     try:
-        return where.read_bytes(input_limit()).decode("utf-8")
-    except UnicodeDecodeError:
-        raise DocumentError(f"{where}: not UTF-8 text") from None
+        data = read_bytes(where, limit) if isinstance(where, Path) else where.read_bytes(limit)
+    except OpidError as exc:
+        what = getattr(exc, "what", None) or str(exc).rpartition(": ")[2]
+        raise DocumentError(f"{said}: cannot be read ({what})") from None
+    if len(data) > limit:
+        raise DocumentError(f"{said}: longer than the {limit}-byte limit of an input")
+    return data
 
 
 def with_record(record: Recorded | None, check: RestoreCheck) -> RestoreCheck:

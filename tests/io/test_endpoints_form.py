@@ -26,7 +26,7 @@ ROWS = (
     ("sink", "partitionBy", "day, name"),
     ("sink", "outputMode", "append"),
     ("sink", "trigger", "ProcessingTimeTrigger(5000)"),
-    ("sink", "option note", 'a "quoted"\tvalue'),
+    ("sink", "queryName", 'a "quoted"\tvalue'),
 )
 
 

@@ -15,17 +15,11 @@ as a digest (:mod:`pytest_opid.spark.function_digest`).
 
 from __future__ import annotations
 
-import re
 from typing import Any, NamedTuple
 
+from pytest_opid.io.endpoint_values import safe_value
 from pytest_opid.spark.function_digest import command_digest, digest_of
-
-#: Spark's default ``spark.redaction.regex``: an option whose key or value matches is
-#: recorded as redacted (Spark's ``Utils.redact`` does the same in its UI and logs).
-REDACTION = re.compile(r"(?i)secret|password|token|access[.]?key")
-
-#: What a redacted option's value is recorded as.
-REDACTED = "*********(redacted)"
+from pytest_opid.text import without_userinfo
 
 #: Formats whose sink is Spark's ``FileStreamSink`` (with its ``_spark_metadata`` log).
 FILE_FORMATS = frozenset({"parquet", "json", "csv", "orc", "text", "avro", "xml"})
@@ -80,15 +74,15 @@ def _scala_map(jvm: Any, value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in dict(value).items()}
 
 
-def redacted(key: str, value: str) -> str:
-    return REDACTED if REDACTION.search(key) or REDACTION.search(value) else value
-
-
 def option_facts(options: dict[str, str]) -> list[tuple[str, str]]:
     """Every option the user set, sorted by key as Spark compares them (case-insensitively),
-    secrets redacted."""
+    each value as a fact that cannot carry a secret (:func:`~pytest_opid.io.endpoint_values.
+    safe_value`: shown for the options known to be harmless, else a digest). Spark's own
+    ``spark.redaction.regex`` (``secret|password|token|access[.]?key``) misses most
+    credentials a connector takes: ``fs.azure.account.key.<account>``, a MongoDB URI's
+    ``user:pass@``, a JDBC URL's ``;pwd=``, a bearer header, a private key."""
     return [
-        (f"option {key}", redacted(key, options[key]))
+        (f"option {key}", safe_value(f"option {key}", options[key]))
         for key in sorted(options, key=lambda k: (k.lower(), k))
         if key.lower() not in _OWN
     ]
@@ -114,7 +108,7 @@ def read_writer(writer: Any) -> WriterReading:
         facts.append(("kind", "file" if fmt in FILE_FORMATS else fmt or "?"))
         facts.append(("format", fmt))
     if "path" in lowered:
-        facts.append(("path", lowered["path"]))
+        facts.append(("path", without_userinfo(lowered["path"])))
     partitioning = _field(jw, "partitioningColumns")
     if partitioning is not None and partitioning.isDefined():
         columns = partitioning.get()
@@ -127,7 +121,7 @@ def read_writer(writer: Any) -> WriterReading:
     if "queryname" in lowered:
         facts.append(("queryName", lowered["queryname"]))
     if "checkpointlocation" in lowered:
-        facts.append(("checkpointLocation", lowered["checkpointlocation"]))
+        facts.append(("checkpointLocation", without_userinfo(lowered["checkpointlocation"])))
     facts += option_facts(options)
     return WriterReading(writer._df, mode, tuple(facts))
 
@@ -177,9 +171,10 @@ def source_rows(jvm: Any, analyzed: Any, session: Any = None) -> tuple[tuple[str
     """The options of the query's sources in offset-log order (the streaming leaves of the
     analyzed plan, left to right, as :meth:`Jvm.sources` numbers them): a file source's
     format, path, schema and options (latestFirst, maxFileAge, cleanSource...), a V2 source's
-    provider class and options (rate, Kafka, a Python data source), secrets redacted. A Python
-    data source's offset layout (the keys of its reader's ``initialOffset()``, as Spark calls
-    it when the query starts) is recorded where ``session`` finds its class."""
+    provider class and options (rate, Kafka, a Python data source), each value as a fact
+    without a secret (:func:`option_facts`). A Python data source's offset layout (the keys
+    of its reader's ``initialOffset()``, as Spark calls it when the query starts) is recorded
+    where ``session`` finds its class."""
     leaves = analyzed.collectLeaves()
     rows: list[tuple[str, str, str]] = []
     position = 0
@@ -197,7 +192,8 @@ def source_rows(jvm: Any, analyzed: Any, session: Any = None) -> tuple[tuple[str
             facts.append(("format", name))
             options = _scala_map(jvm, source.options())
             if "path" in {k.lower() for k in options}:
-                facts.append(("path", next(v for k, v in options.items() if k.lower() == "path")))
+                path = next(v for k, v in options.items() if k.lower() == "path")
+                facts.append(("path", without_userinfo(path)))
             schema = source.userSpecifiedSchema()
             if schema.isDefined():
                 facts.append(("schema", str(schema.get().simpleString())))
@@ -208,7 +204,8 @@ def source_rows(jvm: Any, analyzed: Any, session: Any = None) -> tuple[tuple[str
                 facts.append(("class", str(provider.get().getClass().getName())))
             options = _scala_map(jvm, leaf.extraOptions())
             if "path" in {k.lower() for k in options}:
-                facts.append(("path", next(v for k, v in options.items() if k.lower() == "path")))
+                path = next(v for k, v in options.items() if k.lower() == "path")
+                facts.append(("path", without_userinfo(path)))
             python = (
                 provider.isDefined()
                 and provider.get().getClass().getSimpleName() == "PythonDataSourceV2"
@@ -274,7 +271,7 @@ def query_sink_rows(execution: Any) -> tuple[tuple[str, str, str], ...]:
         file_format = str(_field(sink, "fileFormat").getClass().getSimpleName())
         fmt = file_format.removesuffix("FileFormat").lower()
         facts.append(("format", {"jsonfile": "json", "textfile": "text"}.get(fmt, fmt)))
-        facts.append(("path", str(_field(sink, "path"))))
+        facts.append(("path", without_userinfo(str(_field(sink, "path")))))
         columns = _field(sink, "partitionColumnNames")
         if columns.size():
             facts.append(
@@ -289,5 +286,5 @@ def query_sink_rows(execution: Any) -> tuple[tuple[str, str, str], ...]:
     query_name = execution.name()
     if query_name is not None:
         facts.append(("queryName", str(query_name)))
-    facts.append(("checkpointLocation", str(execution.resolvedCheckpointRoot())))
+    facts.append(("checkpointLocation", without_userinfo(str(execution.resolvedCheckpointRoot()))))
     return tuple((SINK, fact, value) for fact, value in facts)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import pytest_opid
-from pytest_opid.spark.query.endpoints import REDACTED
+from pytest_opid.io.endpoint_values import digest
 
 
 def facts(fp: Any, endpoint: str) -> dict[str, str]:
@@ -52,7 +52,7 @@ def test_a_file_sink_and_its_source(source: Any, tmp_path: Path) -> None:
         "trigger": "ProcessingTimeTrigger(5000)",
         "queryName": "totals",
         "checkpointLocation": str(tmp_path / "ckpt"),
-        "option fs.secret.key": REDACTED,
+        "option fs.secret.key": digest("fs.secret.key", "hunter2"),
     }
     assert facts(fp, "source 0") == {
         "format": "json",
