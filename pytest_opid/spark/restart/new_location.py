@@ -53,8 +53,9 @@ def check_new_location(found: Findings, checkpoint: Checkpoint | None, location:
     assert new is not None and new.sink is not None
     where = local_path(location)
     if where is not None and os.path.isdir(os.path.join(where, "offsets")):
-        found.warn(
-            "checkpoint",
+        # not judged here: never "safe" on a state no check has read
+        found.unverify(
+            "checkpoint location",
             f"The new checkpoint location {printable(location)} already holds a checkpoint: "
             f"{found.spark} restarts the query on it, not on {found.old.origin}; check the "
             "restart against that one (opid check-restore <that location> PROGRAM).",
