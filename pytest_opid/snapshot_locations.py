@@ -39,11 +39,14 @@ PROJECT = "<rootdir>/"
 _roots: dict[str, tuple[str, ...]] = {}
 
 
-def set_roots(temporary: Iterable[str], project: str | None) -> None:
+def set_roots(temporary: Iterable[str], project: str | None) -> tuple[tuple[str, ...], str | None]:
     """The test run's temporary folders (beside the system's) and the project's root: the
-    plugin sets them when pytest starts (``--basetemp``, the rootdir)."""
+    plugin sets them when pytest starts (``--basetemp``, the rootdir), and puts the ones it
+    returns (those before) back when it ends (a pytest run inside a test)."""
+    before = _roots.get("temporary", ()), next(iter(_roots.get("project", ())), None)
     _roots["temporary"] = tuple(str(t) for t in temporary)
     _roots["project"] = (project,) if project else ()
+    return before
 
 
 def _temporary_roots() -> tuple[str, ...]:

@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 _RECORDER = pytest.StashKey["Recorder"]()
+_ROOTS = pytest.StashKey[tuple[tuple[str, ...], str | None]]()
 
 
 # -- registration -------------------------------------------------------------------------------
@@ -141,7 +142,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # Snapshots keep a location under the run's temporary folders by its folder's name, one
     # under the rootdir relative to it (pytest_opid.snapshot_locations).
     basetemp = config.getoption("basetemp", None)
-    set_roots([str(basetemp)] if basetemp else [], str(config.rootpath))
+    config.stash[_ROOTS] = set_roots([str(basetemp)] if basetemp else [], str(config.rootpath))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _ROOTS in config.stash:  # a pytest run inside a test (pytester): the outer run's roots
+        set_roots(*config.stash[_ROOTS])
 
 
 # -- the fixture --------------------------------------------------------------------------------
