@@ -104,3 +104,37 @@ def test_a_malformed_origin_is_one_error_naming_the_file(tmp_path: Path) -> None
         assert "_opid_slim.json" in message and "\n" not in message, message
     (slim / "_opid_slim.json").write_text(json.dumps({"copied_from": "s3a://b/q"}), "utf-8")
     assert read_checkpoint(slim).copied_from == "s3a://b/q"
+
+
+def test_the_marked_test_judges_a_slim_copy_for_the_writer_naming_its_origin(
+    pytester: pytest.Pytester, spark: Any, tmp_path: Path
+) -> None:
+    """The documented CI flow: ``stable_topology(previous=<slim copy>)`` and
+    ``opid.record(writer)``, the writer naming the production location (here, the folder the
+    copy was made from, spelled as a ``file://`` URI)."""
+    case_id = REFUSED[0]
+    rec = load_cases()[case_id]
+    folder = extract(rec, tmp_path)
+    slim = tmp_path / "repo" / "checkpoints" / "q"
+    slim_copy(folder / "checkpoint", slim)
+    sink = rec["sink_after"]
+    conf = "".join(
+        f"    spark.conf.set({k!r}, {v!r})\n" for k, v in rec["session_conf_after"].items()
+    )
+    pytester.makepyfile(
+        test_ci=rec["after_code"]
+        + f"""
+
+import pytest
+
+@pytest.mark.stable_topology(previous={str(slim)!r})
+def test_job(opid, spark):
+{conf}    paths = {{k: {str(folder)!r} + "/" + k for k in ("in0", "in1", "in2", "out", "out2")}}
+    opid.record(build(spark, paths).writeStream.format({sink["format"]!r})
+                .outputMode({sink["output_mode"]!r}).option("path", paths["out"])
+                .option("checkpointLocation", "file://" + {str(folder / "checkpoint")!r}))
+"""
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
+    result.assert_outcomes(failed=1)
+    assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in result.stdout.str()
