@@ -53,7 +53,7 @@ ROWS = [
     (10, "b", 20, "2026-01-01T00:31:00"),
     (11, "a", 21, "2026-01-01T00:32:00"),
 ]
-KEYS = ["in", "in2", "in_csv", "out", "out2", "fb", "fb2", "arch", "ckpt", "ckpt_new"]
+KEYS = ["in", "in2", "in_csv", "out", "out2", "fb", "fb2", "arch", "ckpt", "ckpt_new", "slim"]
 
 # --------------------------------------------------------------------------- the code A and B run
 
@@ -249,6 +249,7 @@ def case(
     waits: str = "done",
     spark35: bool = False,
     b_inputs: str = "part-2",
+    judged: str = "ckpt",
 ) -> dict[str, Any]:
     return {
         "id": cid,
@@ -262,6 +263,8 @@ def case(
         "between_runs": between if between is not None else ["add:in/part-2"],
         "b_checkpoint": b_ckpt,
         "b_checkpoint_path_key": "ckpt" if b_ckpt == "same" else "ckpt_new",
+        # the checkpoint a check judges B against (``slim``: the slim copy made between runs)
+        "a_checkpoint_path_key": judged,
         "expect": expect,
         "expected": expected,
         "waits": waits,
@@ -1091,6 +1094,102 @@ def cases() -> list[dict[str, Any]]:
             expected="agg:name:max",
         )
     )
+    # ---- one checkpoint location spelled another way (B names the folder A wrote), and a slim
+    # copy judged against a writer that names the location it was copied from
+    def respelled(text: str, how: str) -> str:
+        return text.replace('paths["ckpt"]', how)
+
+    key_added = agg_fb(
+        "update", AGG.replace('groupBy("name")', 'groupBy("name", (F.col("id") % 2).alias("k"))')
+    )
+    spellings = (
+        ("file_uri", '"file://" + paths["ckpt"]', "file:// + the path"),
+        ("double_slash", 'paths["ckpt"].replace("/ckpt", "//ckpt")', "a // before its folder"),
+        ("dot_segment", 'paths["ckpt"].replace("/ckpt", "/./ckpt")', "a /./ before its folder"),
+        ("trailing_slash", 'paths["ckpt"] + "/"', "a trailing /"),
+    )
+    for name, how, words in spellings:
+        add(
+            case(
+                f"loc_ckpt_{name}_key_added",
+                "checkpoint_location_respelled",
+                "loc",
+                f"groupBy name -> name, id % 2 (update); B names A's checkpoint with {words}",
+                agg_fb("update", AGG),
+                respelled(key_added, how),
+                sink_a=FBT,
+                expect="agg",
+                expected="agg:name,k:sum",
+            )
+        )
+    for name, how, words in spellings[:2]:
+        add(
+            case(
+                f"loc_ckpt_{name}_control",
+                "checkpoint_location_respelled",
+                "loc",
+                f"nothing changes (parquet file sink); B names A's checkpoint with {words}",
+                base,
+                respelled(base, how),
+            )
+        )
+    add(
+        case(
+            "loc_ckpt_file_uri_fb_idem_control",
+            "checkpoint_location_respelled",
+            "loc",
+            "nothing changes (foreachBatch idempotent by batchId); B names A's checkpoint "
+            "with file:// + the path",
+            fbi,
+            respelled(fbi, '"file://" + paths["ckpt"]'),
+            sink_a={"kind": "fb_files", "fmt": "parquet", "path": "fb"},
+        )
+    )
+    add(
+        case(
+            "loc_ckpt_uppercase_scheme_control",
+            "checkpoint_location_respelled",
+            "loc",
+            "nothing changes (parquet file sink); B names A's checkpoint FILE:// + the path",
+            base,
+            respelled(base, '"FILE://" + paths["ckpt"]'),
+        )
+    )
+    add(
+        case(
+            "loc_sink_dot_segment_control",
+            "sink_path_respelled",
+            "loc",
+            "nothing changes; B names the file sink's folder with a /./ before it",
+            base,
+            base.replace('paths["out"]', 'paths["out"].replace("/out", "/./out")'),
+        )
+    )
+    for name, b_code, words, extra in (
+        (
+            "key_added",
+            key_added,
+            "groupBy name -> name, id % 2 (update)",
+            {"expected": "agg:name,k:sum"},
+        ),
+        ("control", agg_fb("update", AGG), "nothing changes (update)", {}),
+    ):
+        add(
+            case(
+                f"slim_origin_{name}",
+                "slim_copy_judged",
+                "loc",
+                f"{words}; judged against the slim copy of A's checkpoint (opid checkpoint "
+                "--slim ckpt slim), B names A's checkpoint",
+                agg_fb("update", AGG),
+                b_code,
+                sink_a=FBT,
+                expect="agg",
+                between=["slim:ckpt:slim", "add:in/part-2"],
+                judged="slim",
+                **extra,
+            )
+        )
     return out
 
 
@@ -1143,6 +1242,11 @@ def between(root: str, c: dict[str, Any]) -> list[str]:
                 crc = p.with_name(f".{p.name}.crc")
                 if crc.exists():
                     crc.unlink()
+        elif op == "slim":  # opid checkpoint --slim SRC DEST: what CI keeps in the repository
+            from pytest_opid.spark.checkpoint.slim import slim_copy
+
+            src, dst = arg.split(":")
+            slim_copy(here / src, here / dst)
         elif op in ("mv", "cp"):
             src, dst = (here / x for x in arg.split(":"))
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -1689,6 +1793,7 @@ def main() -> None:
             "session_conf": CONF,
             "b_checkpoint": c["b_checkpoint"],
             "b_checkpoint_path_key": c["b_checkpoint_path_key"],
+            "a_checkpoint_path_key": c["a_checkpoint_path_key"],
             "between_runs": c["between_runs"],
             "paths_at_run": paths_of(root, c),
             "data": f"data/{cid}.tar.gz",

@@ -44,6 +44,7 @@ from pytest_opid.plugin.session import (  # hooks: registered with this module
 )
 from pytest_opid.plugin.snapshot_files import snapshot_index
 from pytest_opid.plugin.syrupy_compat import location_of, new_assertion, syrupy_session
+from pytest_opid.snapshot_locations import set_roots
 
 __all__ = [
     "MARKER",
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 _RECORDER = pytest.StashKey["Recorder"]()
+_ROOTS = pytest.StashKey[tuple[tuple[str, ...], str | None]]()
 
 
 # -- registration -------------------------------------------------------------------------------
@@ -137,6 +139,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if report is None:
         report = bool(config.getini("opid_report"))
     config.stash[SESSION] = Session(check, report, [], html=config.getoption("opid_html"))
+    # Snapshots keep a location under the run's temporary folders by its folder's name, one
+    # under the rootdir relative to it (pytest_opid.snapshot_locations).
+    basetemp = config.getoption("basetemp", None)
+    config.stash[_ROOTS] = set_roots([str(basetemp)] if basetemp else [], str(config.rootpath))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _ROOTS in config.stash:  # a pytest run inside a test (pytester): the outer run's roots
+        set_roots(*config.stash[_ROOTS])
 
 
 # -- the fixture --------------------------------------------------------------------------------

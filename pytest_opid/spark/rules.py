@@ -62,8 +62,10 @@ class SparkRules:
         return current(fp)
 
     def snapshot_form(self, fp: Fingerprint) -> Fingerprint:
-        """File sources keep their format and folder name, not the folder's absolute path:
-        a test's inputs usually live in a fresh temporary folder per run. State schemas lose
+        """File sources, the sink's path and the checkpoint location are kept as
+        :func:`~pytest_opid.snapshot_locations.snapshot_location` keeps them: a folder under the
+        run's temporary folders by its name (a test's inputs usually live in a fresh one per
+        run), one in the project relative to its root, any other whole. State schemas lose
         their fields' metadata (``spark.timeWindow``, ``spark.watermarkDelayMs``), which Spark
         does not compare at restart (``equalsIgnoreNameAndCompatibleNullability``) and no check
         here reads, so that the snapshot writes them in DDL form."""

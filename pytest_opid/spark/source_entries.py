@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_opid.snapshot_locations import snapshot_location
 from pytest_opid.text import printable, quote
 
 
@@ -44,19 +45,18 @@ def parse_source(text: str) -> Source:
     return Source(text, name, rest)
 
 
-#: How a snapshot marks a file source's path it shortened to the folder's name.
-SHORTENED = "…/"
-
-
 def short_source(text: str) -> str:
-    """A source as a committed snapshot keeps it: a file source's path shortened to its last
-    folder's name (``FileSource json …/events``), anything else as it is."""
+    """A source as a committed snapshot keeps it: a file source's path as
+    :func:`~pytest_opid.snapshot_locations.snapshot_location` keeps it (``FileSource json
+    …/events`` under a temporary folder), anything else as it is."""
     source = parse_source(text)
-    if not source.is_file or not source.path or source.path.startswith(SHORTENED):
+    if not source.is_file or not source.path:
         return text
-    folder = source.path.rstrip("/").rsplit("/", 1)[-1]
+    kept = snapshot_location(source.path)
+    if kept == source.path:
+        return text
     prefix = f"@{source.name} " if source.name else ""
-    return f"{prefix}FileSource {source.fmt} {SHORTENED}{folder}"
+    return f"{prefix}FileSource {source.fmt} {kept}"
 
 
 #: The endpoint facts that name a folder (:attr:`~pytest_opid.result.Fingerprint.endpoints`).
@@ -64,9 +64,10 @@ FOLDER_FACTS = frozenset({"path", "checkpointLocation", "option sourceArchiveDir
 
 
 def short_endpoint(row: tuple[str, str, str]) -> tuple[str, str, str]:
-    """An endpoint row as a committed snapshot keeps it: a folder shortened to its last
-    folder's name (``…/out``), as :func:`short_source` shortens a file source's path."""
+    """An endpoint row as a committed snapshot keeps it: a folder as
+    :func:`~pytest_opid.snapshot_locations.snapshot_location` keeps it, as
+    :func:`short_source` keeps a file source's path."""
     endpoint, fact, value = row
-    if fact not in FOLDER_FACTS or not value or value.startswith(SHORTENED):
+    if fact not in FOLDER_FACTS or not value:
         return row
-    return (endpoint, fact, SHORTENED + value.rstrip("/").rsplit("/", 1)[-1])
+    return (endpoint, fact, snapshot_location(value))

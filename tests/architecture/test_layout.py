@@ -30,6 +30,7 @@ LAYERS = (
             "inputs",
             "comparison",
             "restore",
+            "snapshot_locations",
         ),
     ),
     ("engines", ("flink", "spark")),

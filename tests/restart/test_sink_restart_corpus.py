@@ -122,6 +122,12 @@ def writer_of(spark: Any, code: str, paths: dict[str, str]) -> Any:
     return scope["build"](spark, paths)
 
 
+def judged_checkpoint(case: dict[str, Any]) -> str:
+    """The checkpoint B is judged against: A's (``ckpt``), or the slim copy of it made between
+    the runs (``a_checkpoint_path_key``: ``slim``), as CI keeps one in the repository."""
+    return str(case["paths_at_run"][case.get("a_checkpoint_path_key", "ckpt")])
+
+
 def said(check: Any) -> str:
     if not check.restorable:
         return "not restorable: " + "; ".join(p.kind for p in check.problems)
@@ -147,7 +153,7 @@ def test_verdict_matches_what_spark_did(
     with unpacked(corpus, case), session_conf(spark, case["session_conf"]):
         writer = writer_of(spark, case["b_code"], paths)
         with judged_for(line):
-            check = pytest_opid.check_restore(paths["ckpt"], writer)
+            check = pytest_opid.check_restore(judged_checkpoint(case), writer)
     truth = case["truth"]
     where = f"{case['id']} ({case['description']}): Spark {case['spark_version']} {truth}"
     if truth in BAD:
@@ -219,11 +225,12 @@ def test_the_cli_says_what_the_api_says(
         for arg in ("--conf", f"{key}={value}")
     ]
     with unpacked(corpus, case):
-        argv = ["check-restore", paths["ckpt"], "--spark", f"{module}:job"]
+        argv = ["check-restore", judged_checkpoint(case), "--spark", f"{module}:job"]
         code = main([*argv, "--spark-version", line, *conf])
         capsys.readouterr()
         with session_conf(spark, case["session_conf"]), judged_for(line):
-            api = pytest_opid.check_restore(paths["ckpt"], writer_of(spark, case["b_code"], paths))
+            writer = writer_of(spark, case["b_code"], paths)
+            api = pytest_opid.check_restore(judged_checkpoint(case), writer)
     where = f"{case['id']}: Spark {case['spark_version']} {case['truth']}"
     assert code == _exit_code(api), f"{where}: the CLI exits {code}, the API says {said(api)}"
     assert code != 0 or case["truth"] not in BAD, where

@@ -31,6 +31,11 @@ COMPACT_NAME = re.compile(r"([0-9]{1,18})\.compact")  # CompactibleFileStreamLog
 #: (:mod:`pytest_opid.spark.deployed`). Spark lists no such name; a slim copy keeps it.
 RECORD_NAME = "_opid_deployed.json"
 
+#: The file a slim copy (:mod:`pytest_opid.spark.checkpoint.slim`) keeps the location it was
+#: copied from in, ``{"copied_from": "<checkpoint location>"}``: a writer naming that location
+#: restarts on the state the copy holds. Spark lists no such name.
+ORIGIN_NAME = "_opid_slim.json"
+
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")  # java.io.BufferedReader.readLine
 

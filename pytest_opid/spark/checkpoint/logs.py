@@ -11,6 +11,7 @@ from pytest_opid.io.json import JsonProblem, strict_loads
 from pytest_opid.spark.checkpoint.files import (
     BATCH_NAME,
     COMPACT_NAME,
+    ORIGIN_NAME,
     CheckpointReader,
     field_of,
     is_int,
@@ -47,6 +48,17 @@ def read_query_id(r: CheckpointReader) -> str | None:
     if not isinstance(obj, dict):
         r.fail(rel, "the stream metadata must be a JSON object")
     return str(field_of(r, rel, obj, "id", "str"))
+
+
+def read_copied_from(r: CheckpointReader) -> str | None:
+    """The location a slim copy was copied from (:data:`ORIGIN_NAME`); ``None`` where the
+    checkpoint is no slim copy (or one made before the copies kept it)."""
+    if not r.is_file(ORIGIN_NAME):
+        return None
+    obj = r.json(ORIGIN_NAME, r.read_text(ORIGIN_NAME), "the slim copy's origin")
+    if not isinstance(obj, dict):
+        r.fail(ORIGIN_NAME, "the slim copy's origin must be a JSON object")
+    return str(field_of(r, ORIGIN_NAME, obj, "copied_from", "str"))
 
 
 @dataclass(frozen=True)

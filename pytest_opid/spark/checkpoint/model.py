@@ -180,6 +180,9 @@ class Checkpoint:
     sources: tuple[SourceOffset, ...]
     confs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     state_operators: tuple[StateOperatorMetadata, ...] = ()
+    #: a slim copy's: the checkpoint location it was copied from (``_opid_slim.json``), which
+    #: a writer names where it restarts on the state this copy holds; ``None`` elsewhere
+    copied_from: str | None = None
 
     def operator(self, operator_id: int) -> StateOperatorMetadata | None:
         for op in self.state_operators:
@@ -191,6 +194,7 @@ class Checkpoint:
         """Everything read, as plain JSON-able values (schemas as parsed JSON)."""
         return {
             "path": self.path,
+            **({"copied_from": self.copied_from} if self.copied_from is not None else {}),
             "query_id": self.query_id,
             "offset_log_version": self.offset_log_version,
             "last_batch": self.last_batch,

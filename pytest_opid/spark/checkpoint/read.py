@@ -21,6 +21,7 @@ from pytest_opid.io.storage import Location
 from pytest_opid.spark.checkpoint.files import CheckpointReader, batch_files
 from pytest_opid.spark.checkpoint.logs import (
     read_commit_watermark,
+    read_copied_from,
     read_offsets,
     read_query_id,
     read_sources,
@@ -79,4 +80,5 @@ def read_checkpoint(path: str | os.PathLike[str] | Location) -> Checkpoint:
         sources=sources,
         confs=MappingProxyType({} if latest is None else dict(latest.confs)),
         state_operators=read_operators(r, last_committed),
+        copied_from=read_copied_from(r),
     )

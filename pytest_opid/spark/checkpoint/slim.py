@@ -9,6 +9,9 @@ the partition folders themselves; it leaves out the state stores' data (``*.delt
 files, and anything else (a sink's output kept inside the checkpoint folder, say). The copy is
 read back before the command succeeds: it must read exactly as the original
 (:func:`~pytest_opid.spark.checkpoint.read.read_checkpoint`), so every verdict on it is the same.
+The copy keeps the location it was copied from (``_opid_slim.json``, without credentials; a copy
+of a copy keeps the first one's): the writer a CI job judges against it names that location,
+and restarts on the state the copy holds.
 
 Only regular files are copied: a device, a FIFO or a socket where a kept file should be is
 refused, naming it (a character device under ``sources/``, which ``tar x`` as root creates, was
@@ -23,6 +26,7 @@ temporary folder and is one line.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -36,8 +40,9 @@ from types import FrameType
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import input_limit, not_regular, open_regular
+from pytest_opid.io.location_identity import without_credentials
 from pytest_opid.io.storage import Location, is_url, locate
-from pytest_opid.spark.checkpoint.files import RECORD_NAME
+from pytest_opid.spark.checkpoint.files import ORIGIN_NAME, RECORD_NAME
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.text import printable
@@ -105,7 +110,8 @@ def slim_copy(
             "folder outside it"
         )
     kept, skipped = _plan(source, budget)
-    _write(target, lambda temporary: _copy(source, temporary, kept, budget), original)
+    origin = original.copied_from or os.path.abspath(source)
+    _write(target, lambda temporary: _copy(source, temporary, kept, budget), original, origin)
     every = _sizes(source, lambda _rel: True)
     return SlimCopy(
         str(target),
@@ -162,15 +168,14 @@ def _slim_remote(source: Location, target: Path, budget: int) -> SlimCopy:
             with open(destination, "xb") as out:
                 out.write(data)
 
-    _write(target, copy, original)
-    return SlimCopy(
-        str(target), len(kept), sum(kept.values()), len(every), sum(every.values())
-    )
+    _write(target, copy, original, original.copied_from or without_credentials(source.shown))
+    return SlimCopy(str(target), len(kept), sum(kept.values()), len(every), sum(every.values()))
 
 
-def _write(target: Path, copy: Callable[[Path], None], original: Checkpoint) -> None:
-    """Write the copy into a hidden folder beside ``target`` with ``copy``, check that it
-    reads as ``original``, and rename it to ``target``; nothing is left on failure."""
+def _write(target: Path, copy: Callable[[Path], None], original: Checkpoint, origin: str) -> None:
+    """Write the copy into a hidden folder beside ``target`` with ``copy`` and the location
+    it is copied from (``origin``), check that it reads as ``original``, and rename it to
+    ``target``; nothing is left on failure."""
     source = original.path
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -183,6 +188,8 @@ def _write(target: Path, copy: Callable[[Path], None], original: Checkpoint) -> 
     try:
         with _terminate_as_interrupt():
             copy(temporary)
+            with open(temporary / ORIGIN_NAME, "x", encoding="utf-8") as out:
+                json.dump({"copied_from": origin}, out)
             copied = read_checkpoint(temporary)
             if _comparable(copied.to_dict()) != _comparable(original.to_dict()):
                 raise DocumentError(
@@ -281,7 +288,7 @@ def _entries(root: Path) -> Iterator[tuple[tuple[str, ...], os.stat_result]]:
 
 
 def _comparable(data: dict[str, object]) -> dict[str, object]:
-    return {key: value for key, value in data.items() if key != "path"}
+    return {key: value for key, value in data.items() if key not in ("path", "copied_from")}
 
 
 def _keeps(rel: tuple[str, ...]) -> bool:

@@ -4,12 +4,11 @@ writes them), the outcome kinds in Spark's words, and paths compared as Spark re
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_opid.spark.checkpoint.sink_log import local_path
-from pytest_opid.spark.source_entries import SHORTENED
+from pytest_opid.io import location_identity
+from pytest_opid.snapshot_locations import matches_kept
 
 #: Reinterpretation kinds: what the sink holds after the restart.
 ROWS_LOST = "rows_lost"
@@ -53,14 +52,14 @@ def endpoints_of(rows: Sequence[tuple[str, str, str]] | None) -> Endpoints | Non
 
 
 def same_location(a: str | None, b: str | None) -> bool:
-    """Two paths of one folder (a ``file:`` URI or not, trailing slashes, ``..``); a
-    snapshot's shortened path (``…/out``) matches any path ending in that folder."""
+    """Two spellings of one folder, as the store resolves them
+    (:func:`pytest_opid.io.location_identity.same_location`: ``s3a://b/q`` and ``s3://b/q/``,
+    a ``file:`` URI and its path); a snapshot's kept form (``…/out``, ``<rootdir>/data/out``)
+    matches the locations it stands for (:func:`pytest_opid.snapshot_locations.matches_kept`)."""
     if a is None or b is None:
         return a == b
-    for short, other in ((a, b), (b, a)):
-        if short.startswith(SHORTENED):
-            return other.rstrip("/").rsplit("/", 1)[-1] == short[len(SHORTENED) :]
-    la, lb = local_path(a), local_path(b)
-    if la is not None and lb is not None:
-        return os.path.realpath(la) == os.path.realpath(lb)
-    return a.rstrip("/") == b.rstrip("/")
+    for kept, other in ((a, b), (b, a)):
+        matched = matches_kept(kept, other)
+        if matched is not None:
+            return matched
+    return location_identity.same_location(a, b)

@@ -30,15 +30,18 @@ _REPLAYING = frozenset({"foreachBatch", "foreach", "console", "kafka"})
 
 def new_location(found: Findings, checkpoint: Checkpoint | None) -> str | None:
     """The new query's checkpoint location where it is not the one judged (so Spark starts it
-    as a new query there); ``None`` where it is the same or not set."""
+    as a new query there); ``None`` where it is the same or not set. The checkpoint judged is
+    known by its path, the location a slim copy was copied from, and the location the
+    fingerprint of the query that wrote it names; each compared as the store resolves it."""
     new = endpoints_of(found.new.endpoints)
     moved = None if new is None or new.sink is None else new.sink.get("checkpointLocation")
     if moved is None:
         return None
-    if checkpoint is not None:
-        return None if same_location(moved, checkpoint.path) else moved
     old = endpoints_of(found.old.endpoints)
     was = None if old is None or old.sink is None else old.sink.get("checkpointLocation")
+    if checkpoint is not None:
+        judged = (checkpoint.path, checkpoint.copied_from, was)
+        return None if any(same_location(moved, w) for w in judged if w) else moved
     return None if was is None or same_location(moved, was) else moved
 
 
@@ -50,8 +53,9 @@ def check_new_location(found: Findings, checkpoint: Checkpoint | None, location:
     assert new is not None and new.sink is not None
     where = local_path(location)
     if where is not None and os.path.isdir(os.path.join(where, "offsets")):
-        found.warn(
-            "checkpoint",
+        # not judged here: never "safe" on a state no check has read
+        found.unverify(
+            "checkpoint location",
             f"The new checkpoint location {printable(location)} already holds a checkpoint: "
             f"{found.spark} restarts the query on it, not on {found.old.origin}; check the "
             "restart against that one (opid check-restore <that location> PROGRAM).",

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from pytest_opid.io.location_identity import qualified_location
+from pytest_opid.snapshot_locations import matches_kept
 from pytest_opid.spark.restart.findings import Findings, OldSource
-from pytest_opid.spark.source_entries import SHORTENED, Source, parse_source
+from pytest_opid.spark.source_entries import Source, parse_source
 from pytest_opid.spark.vocabulary import (
     SOURCE_EVOLUTION,
 )
@@ -21,10 +23,19 @@ from pytest_opid.text import plural, printable, quote
 
 
 def same_path(previous: str | None, new: str | None) -> bool:
-    """Equal paths; a snapshot's shortened path matches any path ending in its folder."""
-    if previous and previous.startswith(SHORTENED) and new:
-        return new.rstrip("/").rsplit("/", 1)[-1] == previous[len(SHORTENED) :]
-    return previous == new
+    """A file source's path unchanged as Spark compares it: the qualified paths
+    (:func:`~pytest_opid.io.location_identity.qualified_location`), not the objects they
+    reach. ``FileStreamSource`` keeps the files it read as URI strings and the basePath check
+    (``PartitioningAwareFileIndex``: "Wrong basePath") compares qualified strings, so
+    ``s3a://b/in`` read as ``s3://b/in`` is another path to Spark. A snapshot's kept form
+    (``…/in``) matches the locations it stands for."""
+    if previous is None or new is None:
+        return previous == new
+    for kept, other in ((previous, new), (new, previous)):
+        matched = matches_kept(kept, other)
+        if matched is not None:
+            return matched
+    return qualified_location(previous) == qualified_location(new)
 
 
 def qualified_path(path: str) -> str:

@@ -89,6 +89,7 @@ from pytest_opid.spark.vocabulary import (
     TRANSFORM_WITH_STATE,
 )
 from pytest_opid.spark.words import capitalized
+from pytest_opid.text import printable
 
 
 def check_checkpoint(
@@ -279,6 +280,37 @@ def _require_streaming(new: Fingerprint, what: str) -> None:
         require("transformWithState", judging_line())
 
 
+def _judge_state_given(found: Findings, checkpoint: Checkpoint, moved: str) -> None:
+    """The writer names another checkpoint location than the one judged: it may be a new
+    location (Spark starts the query there as a new one) or the judged state's own under a
+    name this check cannot resolve (a copy of it, a mount). Say so in one line, and judge the
+    state given as a restart on it: what Spark would refuse or read as something else there
+    leaves the verdict "not verified", never "safe"."""
+    copied = f", a copy of {printable(checkpoint.copied_from)}" if checkpoint.copied_from else ""
+    found.warn(
+        "checkpoint",
+        f"The new query names checkpointLocation {printable(moved)}, not the checkpoint "
+        f"judged ({printable(checkpoint.path)}{copied}): judged as a new query there, and "
+        "its state as a restart on the checkpoint judged.",
+    )
+    if not found.old.batches:
+        return
+    given = Findings(found.old, found.new, found.shuffle_partitions, found.nullability_exact)
+    check_sources(given)
+    check_state(given)
+    for item in (*given.problems, *given.reinterpreted):
+        found.unverify(
+            "checkpoint location",
+            f"If {printable(moved)} is the checkpoint judged under another name, the restart "
+            f"on its state is not safe: {item.message}\n"
+            f"If it is a new location, {found.spark} starts the query there with empty state. "
+            "Check the restart against the checkpoint the new query names "
+            "(opid check-restore <that location> PROGRAM).",
+            state_id=item.state_id,
+            name=item.name,
+        )
+
+
 def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreCheck:
     verified: tuple[str, ...] = ()
     moved = new_location(found, checkpoint)
@@ -287,6 +319,8 @@ def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreChec
         # are not read, and what the sources read again reaches the sink again.
         check_trigger(found)
         check_new_location(found, checkpoint, moved)
+        if checkpoint is not None:
+            _judge_state_given(found, checkpoint, moved)
         return RestoreCheck(
             ENGINE,
             not found.problems,

@@ -44,13 +44,15 @@ def test_the_slim_copy_reads_as_the_checkpoint(tmp_path, capsys, case_id):
     assert not [name for name in kept if name.endswith(STATE_DATA)]
     for name in kept:  # only what the docs say to keep
         top, *rest = name.split("/")
-        assert top in ("metadata", "offsets", "commits", "sources") or (
+        assert top in ("metadata", "offsets", "commits", "sources", "_opid_slim.json") or (
             top == "state" and ("_metadata" in rest or "_stateSchema" in rest)
         ), name
     assert {"metadata"} <= kept and any(n.startswith("offsets/") for n in kept)
     assert len(kept) < len(_files(src))
     expected, got = read_checkpoint(src).to_dict(), read_checkpoint(dest).to_dict()
     expected.pop("path"), got.pop("path")
+    # the copy knows the checkpoint it was copied from
+    assert got.pop("copied_from") == str(src)
     assert got == expected
     # the text `opid checkpoint` prints is the same but for the folder's name
     assert main(["checkpoint", str(src)]) == 0
