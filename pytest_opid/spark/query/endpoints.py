@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from pytest_opid.spark.data_sources import resolve_format
 from pytest_opid.spark.function_digest import command_digest, digest_of
 
 #: Spark's default ``spark.redaction.regex``: an option whose key or value matches is
@@ -26,9 +27,6 @@ REDACTION = re.compile(r"(?i)secret|password|token|access[.]?key")
 
 #: What a redacted option's value is recorded as.
 REDACTED = "*********(redacted)"
-
-#: Formats whose sink is Spark's ``FileStreamSink`` (with its ``_spark_metadata`` log).
-FILE_FORMATS = frozenset({"parquet", "json", "csv", "orc", "text", "avro", "xml"})
 
 #: Options that are recorded as facts of their own, not under ``option``.
 _OWN = frozenset({"path", "checkpointlocation", "queryname"})
@@ -99,7 +97,7 @@ def read_writer(writer: Any) -> WriterReading:
     jw = writer._jwrite
     jvm = writer._spark._jvm
     facts: list[tuple[str, str]] = []
-    fmt = str(_field(jw, "source") or "").lower()
+    fmt = str(_field(jw, "source") or "")
     batch_writer = _field(jw, "foreachBatchWriter")
     row_writer = _field(jw, "foreachWriter")
     options = _scala_map(jvm, _field(jw, "extraOptions"))
@@ -111,8 +109,10 @@ def read_writer(writer: Any) -> WriterReading:
         facts.append(("kind", "foreach"))
         facts.append(("function", _row_function(jvm, row_writer)))
     else:
-        facts.append(("kind", "file" if fmt in FILE_FORMATS else fmt or "?"))
-        facts.append(("format", fmt))
+        # one sink whatever name it was given (org.apache.spark.sql.parquet, a class name)
+        sink = resolve_format(fmt)
+        facts.append(("kind", sink.kind))
+        facts.append(("format", sink.format))
     if "path" in lowered:
         facts.append(("path", lowered["path"]))
     partitioning = _field(jw, "partitioningColumns")
