@@ -277,8 +277,10 @@ _HELD = {Check.IDS: "state", Check.CHAINS: "stages", Check.BOTH: "state and stag
 def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     held = f"[checked: {'stages' if c.mode == 'batch' else _HELD[check]}]"
     # what breaks besides the state (the sink, the output mode, a source): named as checked
-    parts = parts_broken([*c.restore.problems, *c.restore.reinterpreted])
-    if c.mode != "batch" and check is not Check.CHAINS and parts:
+    parts = (
+        [] if c.mode == "batch" else parts_broken([*c.restore.problems, *c.restore.reinterpreted])
+    )
+    if check is not Check.CHAINS and parts:
         held = f"[checked: {_HELD[check]}, {', '.join(p.removeprefix('the ') for p in parts)}]"
     problems = []
     if loses:

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from pytest_opid.spark.restart.endpoints import endpoints_of
 from pytest_opid.spark.restart.findings import Findings
+from pytest_opid.spark.words import new_location_fix
 from pytest_opid.text import printable
 
 _FIX_FILE = (
     "\nFix:\n"
     '  - keep outputMode("append") with a file sink (an aggregation then needs a watermark, '
     "and emits each window once, when the watermark passes it)\n"
-    "  - or write the rows another way (foreachBatch, with a MERGE for update mode) on a new "
-    "checkpoint location"
+    + new_location_fix("  - or write the rows with foreachBatch (a MERGE for update mode)")
 )
 
 

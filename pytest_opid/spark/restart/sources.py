@@ -5,6 +5,7 @@ the new path (``FileStreamSource.getBatch``)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
 
 from pytest_opid.spark.restart.findings import Findings, OldSource
@@ -30,14 +31,22 @@ def same_path(previous: str | None, new: str | None) -> bool:
 def _base_moved(previous: str | None, new: str | None) -> bool:
     """The new path (not a glob, which sets no basePath) leaves the old one's files outside
     it: not the old folder nor one above it. A snapshot's shortened old path (``…/in``)
-    names only its last folder: a new path ending in another one leaves it outside."""
+    names only its last folder: a new path ending in another one leaves it outside. Two
+    temporary folders are two runs of a test, not a move."""
     if not previous or not new or any(c in new for c in "*?[{"):
         return False
     base = qualified_path(new).rstrip("/")
     if previous.startswith(SHORTENED) or new.startswith(SHORTENED):
         return True  # the folders' names differ (same_path), their parents are not known
     old = qualified_path(previous).rstrip("/")
+    if _temporary(old) and _temporary(base):
+        return False  # two runs' own temporary folders (tests): not a move of the input
     return old != base and not old.startswith(base + "/")
+
+
+def _temporary(path: str) -> bool:
+    """A path in this machine's temporary folder (``tempfile``'s, pytest's ``tmp_path``)."""
+    return path.startswith(qualified_path(tempfile.gettempdir()).rstrip("/") + "/")
 
 
 def qualified_path(path: str) -> str:
