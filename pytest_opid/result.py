@@ -10,13 +10,14 @@ does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
 from pytest_opid.io import saved_fingerprint
 from pytest_opid.io.endpoint_values import safe_endpoints
 from pytest_opid.io.saved_fingerprint import CHUNK_ROWS
-from pytest_opid.text import without_userinfo
+from pytest_opid.text import plural, without_userinfo
 
 __all__ = [
     "ChainedOperator",
@@ -27,6 +28,8 @@ __all__ = [
     "RestoreProblem",
     "StateOperator",
     "StateStore",
+    "parts_broken",
+    "what_breaks",
 ]
 
 #: The value of a :attr:`StateOperator.meaning` fact that could not be known.
@@ -276,3 +279,39 @@ class RestoreCheck:
 _KINDS = saved_fingerprint.Kinds(
     Fingerprint, OperatorFingerprint, ChainedOperator, JobVertex, StateOperator, StateStore
 )
+
+
+def parts_broken(items: Sequence[RestoreProblem]) -> list[str]:
+    """The parts of the job the findings ``items`` concern, other than a stateful operator's
+    state (a finding about state names where it is filed: ``state_id``): the engine names
+    them (``sink``, ``output mode``, a source's position...)."""
+    parts: dict[str, None] = {}
+    for item in items:
+        if item.state_id is not None or item.operator_id is not None:
+            continue
+        name = item.name or "output"
+        parts[f"source {name}" if name.isdigit() else f"the {name}"] = None
+    return list(parts)
+
+
+def what_breaks(items: Sequence[RestoreProblem]) -> str:
+    """The verdict's reason, naming what breaks: the stateful operators that read state under
+    another meaning, and the other parts by name (where no state is involved, no operator)."""
+    operators = {(r.state_id, r.operator_id) for r in items if r.state_id or r.operator_id}
+    said = []
+    if operators:
+        reads = plural(len(operators), "stateful operator reads", "stateful operators read")
+        said.append(f"{reads} the previous state under another meaning")
+    parts = parts_broken(items)
+    if parts:
+        kinds = ", ".join(
+            dict.fromkeys(
+                r.kind.replace("_", " ") for r in items if not (r.state_id or r.operator_id)
+            )
+        )
+        said.append(f"a change at {_joined(parts)} ({kinds})")
+    return " and ".join(said) + ", and the results would be wrong"
+
+
+def _joined(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

@@ -223,6 +223,43 @@ PYDS_LAYOUTS = {
 }
 
 
+# a sink Spark does not build in: a Python data source that writes JSON files into its path
+PYSINK = """    import json, os, uuid
+    from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+
+    class FolderWriter(DataSourceStreamWriter):
+        def __init__(self, options):
+            self.folder = options["path"]
+
+        def write(self, iterator):
+            os.makedirs(self.folder, exist_ok=True)
+            name = os.path.join(self.folder, "part-%s.json" % uuid.uuid4().hex)
+            with open(name, "w") as fh:
+                for row in iterator:
+                    fh.write(json.dumps(row.asDict()) + "\\n")
+            return WriterCommitMessage()
+
+        def commit(self, messages, batchId):
+            pass
+
+        def abort(self, messages, batchId):
+            pass
+
+    class FolderSink(DataSource):
+        @classmethod
+        def name(cls):
+            return "jsonfolder"
+
+        def schema(self):
+            return "id INT, name STRING, v INT"
+
+        def streamWriter(self, schema, overwrite):
+            return FolderWriter(self.options)
+
+    spark.dataSource.register(FolderSink)
+"""
+
+
 def pyds(layout: str) -> str:
     return PYDS % PYDS_LAYOUTS[layout]
 
@@ -1048,10 +1085,12 @@ def cases() -> list[dict[str, Any]]:
             code(src_json(), sink_file(), transform='df = df.withColumn("w", F.col("v") * 2)'),
         )
     )
+
     def agg_fb(mode, t):
         return code(
             src_json(), ".foreachBatch(write_batch)", transform=t, pre=FB_TAGGED % mode, mode=mode
         )
+
     add(
         case(
             "state_groupby_key_added",
@@ -1190,6 +1229,179 @@ def cases() -> list[dict[str, Any]]:
                 **extra,
             )
         )
+
+    # ---- file sinks named as Spark's DataSource.lookupDataSource also resolves them
+    parquet_alias = "org.apache.spark.sql.parquet"
+    parquet_class = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
+    add(
+        case(
+            "fsf_parquet_alias_control",
+            "control",
+            "fsf",
+            'parquet file sink -> format("org.apache.spark.sql.parquet"), same path',
+            base,
+            code(src_json(), sink_file(parquet_alias)),
+        )
+    )
+    add(
+        case(
+            "fsf_parquet_class_control",
+            "control",
+            "fsf",
+            "parquet file sink -> format(ParquetFileFormat class name), same path",
+            base,
+            code(src_json(), sink_file(parquet_class)),
+        )
+    )
+    csv_header = '\n            .option("header", "true")'
+    add(
+        case(
+            "fsf_databricks_csv_control",
+            "control",
+            "fsf",
+            'csv file sink -> format("com.databricks.spark.csv"), same path',
+            code(src_json(), sink_file("csv", extra=csv_header)),
+            code(src_json(), sink_file("com.databricks.spark.csv", extra=csv_header)),
+            sink_a={"kind": "file", "fmt": "csv", "path": "out"},
+        )
+    )
+    add(
+        case(
+            "fsf_alias_path_changed",
+            "sink_path_changed",
+            "fsf",
+            'file sink format("org.apache.spark.sql.parquet") moved from out to out2',
+            code(src_json(), sink_file(parquet_alias)),
+            code(src_json(), sink_file(parquet_alias, "out2")),
+            sink_b={"kind": "file", "fmt": "parquet", "path": "out2"},
+        )
+    )
+    add(
+        case(
+            "fsf_class_to_json_alias",
+            "sink_format_changed",
+            "fsf",
+            'file sink ParquetFileFormat class -> format("org.apache.spark.sql.json"), same path',
+            code(src_json(), sink_file(parquet_class)),
+            code(src_json(), sink_file("org.apache.spark.sql.json")),
+            sink_b={"kind": "file", "fmt": "json", "path": "out"},
+        )
+    )
+    add(
+        case(
+            "fsf_alias_partitionby_added",
+            "sink_partitioning_changed",
+            "fsf",
+            'file sink format("org.apache.spark.sql.parquet"): partitionBy("name") added',
+            code(src_json(), sink_file(parquet_alias)),
+            code(src_json(), sink_file(parquet_alias, extra='\n            .partitionBy("name")')),
+        )
+    )
+    # ---- a sink Spark does not build in (a Python data source), known by name and path
+    sink_custom = '.format("jsonfolder")\n            .option("path", paths["%s"])'
+    CUSTOM = {"kind": "custom", "fmt": "json", "path": "out"}
+    add(
+        case(
+            "custom_sink_control",
+            "control",
+            "custom",
+            "Python data source sink jsonfolder, nothing changes",
+            code(src_json(), sink_custom % "out", pre=PYSINK),
+            code(src_json(), sink_custom % "out", pre=PYSINK),
+            sink_a=CUSTOM,
+        )
+    )
+    add(
+        case(
+            "custom_sink_path_changed",
+            "sink_path_changed",
+            "custom",
+            "Python data source sink jsonfolder moved from out to out2, same checkpoint",
+            code(src_json(), sink_custom % "out", pre=PYSINK),
+            code(src_json(), sink_custom % "out2", pre=PYSINK),
+            sink_a=CUSTOM,
+            sink_b=dict(CUSTOM, path="out2"),
+        )
+    )
+    # ---- output modes as Spark enforces them when the query starts
+    add(
+        case(
+            "om_fs_stateless_append_to_update",
+            "output_mode_changed",
+            "om",
+            "stateless query, parquet file sink: append -> update",
+            base,
+            code(src_json(), sink_file(), mode="update"),
+        )
+    )
+    add(
+        case(
+            "om_fs_alias_append_to_update",
+            "output_mode_changed",
+            "om",
+            'stateless query, file sink format("org.apache.spark.sql.parquet"): append -> update',
+            code(src_json(), sink_file(parquet_alias)),
+            code(src_json(), sink_file(parquet_alias), mode="update"),
+        )
+    )
+    add(
+        case(
+            "om_mem_stateless_append_to_complete",
+            "output_mode_changed",
+            "om",
+            "stateless query, memory sink: append -> complete",
+            code(src_json(), sink_memory("rows_m")),
+            code(src_json(), sink_memory("rows_m"), mode="complete"),
+            sink_a={"kind": "memory", "name": "rows_m", "mode": "append"},
+            sink_b={"kind": "memory", "name": "rows_m", "mode": "complete"},
+        )
+    )
+    add(
+        case(
+            "om_fb_stateless_append_to_complete",
+            "output_mode_changed",
+            "om",
+            "stateless query, foreachBatch: append -> complete",
+            fbp,
+            code(src_json(), fbp_sink, pre=fbp_pre, mode="complete"),
+            sink_a=FBP,
+        )
+    )
+    add(
+        case(
+            "om_fb_agg_update_to_append_nowm",
+            "output_mode_changed",
+            "om",
+            "aggregation without a watermark, foreachBatch: update -> append",
+            agg_fb("update", AGG),
+            agg_fb("append", AGG),
+            sink_a=FBT,
+            expect="agg",
+        )
+    )
+    add(
+        case(
+            "om_console_stateless_append_to_update",
+            "output_mode_changed",
+            "om",
+            "stateless query, console sink: append -> update",
+            code(src_json(), SINK_CONSOLE),
+            code(src_json(), SINK_CONSOLE, mode="update"),
+            sink_a={"kind": "console"},
+        )
+    )
+    add(
+        case(
+            "om_fb_stateless_append_to_update",
+            "output_mode_changed",
+            "om",
+            "stateless query, foreachBatch: append -> update",
+            fbp,
+            code(src_json(), fbp_sink, pre=fbp_pre, mode="update"),
+            sink_a=FBP,
+        )
+    )
+
     return out
 
 
@@ -1424,6 +1636,9 @@ def selected(spark35: bool) -> list[dict[str, Any]]:
 
 def child(phase: str, ids: list[str], root: str, results: str, spark35: bool) -> None:
     from pyspark.sql import SparkSession
+
+    # Python workers (a Python data source's writer needs pyarrow) run this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     builder = SparkSession.builder.appName(f"sink-restarts-{phase}")
     for k, v in CONF.items():

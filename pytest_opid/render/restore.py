@@ -6,7 +6,7 @@ fix); this only lays them out, most important first.
 
 from __future__ import annotations
 
-from pytest_opid.result import RestoreCheck
+from pytest_opid.result import RestoreCheck, what_breaks
 from pytest_opid.text import plural
 
 __all__ = ["render_restore"]
@@ -17,12 +17,7 @@ def render_restore(check: RestoreCheck, *, limit: int = 50) -> str:
     each, with a count of the rest: the full lists are in ``to_dict()`` / ``--json``)."""
     resumes = check.resumes or "the new job starts from the previous state"
     if check.restorable and check.reinterpreted:
-        operators = {(r.state_id, r.operator_id) for r in check.reinterpreted}
-        reads = plural(len(operators), "stateful operator reads", "stateful operators read")
-        head = (
-            f"Restorable, but not safe: {reads} the previous state under another meaning, "
-            "and the results would be wrong"
-        )
+        head = f"Restorable, but not safe: {what_breaks(check.reinterpreted)}"
         if check.warnings:
             head += f"; {plural(len(check.warnings), 'warning')}"
     elif check.restorable and check.unverified:

@@ -19,7 +19,14 @@ from typing import NamedTuple
 
 from pytest_opid.comparison import Comparison, StateOperatorChange
 from pytest_opid.engine_rules import Check
-from pytest_opid.result import Fingerprint, RestoreCheck, RestoreProblem, StateOperator
+from pytest_opid.result import (
+    Fingerprint,
+    RestoreCheck,
+    RestoreProblem,
+    StateOperator,
+    parts_broken,
+    what_breaks,
+)
 from pytest_opid.spark.plan_changes import PlanDiff, StageDiff, plan_diff, stage_diff
 from pytest_opid.spark.renamings import current
 from pytest_opid.spark.restart.verdict import check_fingerprint
@@ -271,6 +278,12 @@ _HELD = {Check.IDS: "state", Check.CHAINS: "stages", Check.BOTH: "state and stag
 
 def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
     held = f"[checked: {'stages' if c.mode == 'batch' else _HELD[check]}]"
+    # what breaks besides the state (the sink, the output mode, a source): named as checked
+    parts = (
+        [] if c.mode == "batch" else parts_broken([*c.restore.problems, *c.restore.reinterpreted])
+    )
+    if check is not Check.CHAINS and parts:
+        held = f"[checked: {_HELD[check]}, {', '.join(p.removeprefix('the ') for p in parts)}]"
     problems = []
     if loses:
         lost = sum(1 for s in c.state_operator_changes if s.loses_state and not _rekeyed(c, s))
@@ -291,12 +304,18 @@ def _verdict(c: Comparison, check: Check, broken: bool, loses: bool) -> str:
                 f"Spark would refuse to restart on the old checkpoint ({', '.join(kinds)})"
             )
     if _reinterprets(c):
-        n = len({r.state_id for r in c.restore.reinterpreted})
-        dirs = plural(n, "state directory", "state directories")
-        problems.append(
-            f"Spark would restart on the old checkpoint, but {dirs} would be read as "
-            "something else: the results would be wrong"
-        )
+        n = len({r.state_id for r in c.restore.reinterpreted if r.state_id is not None})
+        if n:
+            dirs = plural(n, "state directory", "state directories")
+            problems.append(
+                f"Spark would restart on the old checkpoint, but {dirs} would be read as "
+                "something else: the results would be wrong"
+            )
+        others = [r for r in c.restore.reinterpreted if r.state_id is None]
+        if others:  # no state involved there: what breaks is named, not a state directory
+            problems.append(
+                f"Spark would restart on the old checkpoint, but with {what_breaks(others)}"
+            )
     state_problems = len(problems)
     if c.mode == "batch":
         problems += _diffs(c).stages.problems()

@@ -18,11 +18,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from pytest_opid.io.endpoint_values import safe_value
+from pytest_opid.spark.data_sources import resolve_format
 from pytest_opid.spark.function_digest import command_digest, digest_of
 from pytest_opid.text import without_userinfo
-
-#: Formats whose sink is Spark's ``FileStreamSink`` (with its ``_spark_metadata`` log).
-FILE_FORMATS = frozenset({"parquet", "json", "csv", "orc", "text", "avro", "xml"})
 
 #: Options that are recorded as facts of their own, not under ``option``.
 _OWN = frozenset({"path", "checkpointlocation", "queryname"})
@@ -93,7 +91,7 @@ def read_writer(writer: Any) -> WriterReading:
     jw = writer._jwrite
     jvm = writer._spark._jvm
     facts: list[tuple[str, str]] = []
-    fmt = str(_field(jw, "source") or "").lower()
+    fmt = str(_field(jw, "source") or "")
     batch_writer = _field(jw, "foreachBatchWriter")
     row_writer = _field(jw, "foreachWriter")
     options = _scala_map(jvm, _field(jw, "extraOptions"))
@@ -105,8 +103,10 @@ def read_writer(writer: Any) -> WriterReading:
         facts.append(("kind", "foreach"))
         facts.append(("function", _row_function(jvm, row_writer)))
     else:
-        facts.append(("kind", "file" if fmt in FILE_FORMATS else fmt or "?"))
-        facts.append(("format", fmt))
+        # one sink whatever name it was given (org.apache.spark.sql.parquet, a class name)
+        sink = resolve_format(fmt)
+        facts.append(("kind", sink.kind))
+        facts.append(("format", sink.format))
     if "path" in lowered:
         facts.append(("path", without_userinfo(lowered["path"])))
     partitioning = _field(jw, "partitioningColumns")

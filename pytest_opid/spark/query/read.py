@@ -32,6 +32,7 @@ from pytest_opid.spark.query.jvm import (
     PlanNodes,
     PlanReading,
 )
+from pytest_opid.spark.query.start_checks import start_refusal
 
 _ACCEPTED = (
     "a PySpark DataFrame (batch or streaming), DataStreamWriter or StreamingQuery of a classic "
@@ -59,8 +60,10 @@ def read_plan(obj: Any) -> PlanReading:
         analyzed = jdf.queryExecution().analyzed()
         try:
             writing = read_writer(obj)
+            refused = start_refusal(jvm.jvm, jdf.sparkSession(), analyzed, writing.output_mode)
+            facts = writing.facts + (() if refused is None else (("refused", refused),))
             written = source_rows(jvm.jvm, analyzed, jdf.sparkSession()) + tuple(
-                (SINK, f, v) for f, v in writing.facts
+                (SINK, f, v) for f, v in facts
             )
         except Exception:  # py4j: a writer this Spark version keeps differently
             reading = _streaming_reading(jvm, jdf.sparkSession(), analyzed, None)

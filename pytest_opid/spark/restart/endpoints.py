@@ -9,11 +9,16 @@ from dataclasses import dataclass
 
 from pytest_opid.io import location_identity
 from pytest_opid.snapshot_locations import matches_kept
+from pytest_opid.spark.data_sources import resolve_format
 
 #: Reinterpretation kinds: what the sink holds after the restart.
 ROWS_LOST = "rows_lost"
 ROWS_DUPLICATED = "rows_duplicated"
 RESULTS_CHANGED = "results_changed"
+
+
+#: Sinks ``DataStreamWriter`` makes itself, by no format's name.
+_NOT_FORMATS = ("foreachBatch", "foreach", "memory")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,10 @@ def endpoints_of(rows: Sequence[tuple[str, str, str]] | None) -> Endpoints | Non
             sink[fact] = value
         elif endpoint.startswith("source ") and endpoint[7:].isdigit():
             sources.setdefault(int(endpoint[7:]), {})[fact] = value
+    if sink is not None and sink.get("format") and sink.get("kind") not in _NOT_FORMATS:
+        # as Spark resolves the name (a fingerprint recorded before it did, a hand-made one)
+        resolved = resolve_format(sink["format"])
+        sink.update(kind=resolved.kind, format=resolved.format)
     return Endpoints(sink, sources)
 
 

@@ -34,10 +34,12 @@ fine (nothing, or a warning that says what to watch).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from pytest_opid.spark.checkpoint.logs import file_source_log_latest
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import read_sink_log
+from pytest_opid.spark.data_sources import BUILT_IN
 from pytest_opid.spark.restart.endpoints import (
     RESULTS_CHANGED,
     ROWS_DUPLICATED,
@@ -110,7 +112,7 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
             "checked (update -> append on an aggregation emits its rows again; append -> "
             "update emits partial rows). Pass the previous query's fingerprint "
             "(--previous-fingerprint) to have it compared.",
-            name="outputMode",
+            name="output mode",
         )
     if checkpoint is not None:
         offsets_against(found, new, checkpoint)
@@ -388,6 +390,8 @@ def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool
                     "and a reader of the folder fails or misses rows." + _FIX_SINK,
                     name="sink",
                 )
+    if was not in BUILT_IN and (old.sink.get("path") or new.sink.get("path")):
+        _sink_not_built_in(found, was or "?", old.sink, new.sink)
     if was in ("foreachBatch", "foreach") and old.sink.get("function") != new.sink.get("function"):
         found.reinterpret(
             RESULTS_CHANGED,
@@ -421,6 +425,49 @@ def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool
         )
 
 
+def _sink_not_built_in(
+    found: Findings, kind: str, old: Mapping[str, str], new: Mapping[str, str]
+) -> None:
+    """A sink Spark does not build in (``delta``, a connector, a Python data source), known by
+    its name and path: a path changed on the same checkpoint gets only the batches after the
+    restart (Spark hands a sink each batch once, by batch id); what its partitioning or
+    options mean is the sink's own, so a change there is not judged safe."""
+    before, after = old.get("path"), new.get("path")
+    if not same_location(before, after):
+        found.reinterpret(
+            ROWS_LOST,
+            f"Rows lost (to readers of the new path): the {printable(kind)} sink's path changed "
+            f"from {printable(before or '-')} to {printable(after or '-')} on the same "
+            f"checkpoint. {found.spark} hands the sink only the batches after the restart: the "
+            "rows of the batches before stay at the old path, and the new one never gets "
+            "them.\n"
+            "Fix:\n"
+            "  - keep the sink's path as it was on this checkpoint\n"
+            "  - or copy what the old path holds into the new one first, then accept the "
+            "change: pytest --snapshot-update (opid check-restore: "
+            "--allow-reinterpreted-state)\n" + new_location_fix("  - or run the query"),
+            name="sink",
+        )
+    changed = [
+        fact
+        for fact in sorted(set(old) | set(new))
+        if (fact == "partitionBy" or fact.startswith("option ")) and old.get(fact) != new.get(fact)
+    ]
+    if changed:
+        shown = ", ".join(
+            f"{fact} {printable(old.get(fact) or '-')} -> {printable(new.get(fact) or '-')}"
+            for fact in changed
+        )
+        found.unverify(
+            "sink",
+            f"The {printable(kind)} sink is not one Spark builds in, and its {shown} changed: "
+            f"what the sink does with that on the data it already holds is its own, and was "
+            "not judged. Check it with the sink's documentation (a Delta table, for one, "
+            "refuses another partitioning), or demonstrate the restart on a copy.",
+            name="sink",
+        )
+
+
 def _output_mode(found: Findings, old: Endpoints, new: Endpoints) -> None:
     """A stateful aggregation's output mode decides which rows it emits, and when: Spark does
     not check it at restart."""
@@ -441,7 +488,7 @@ def _output_mode(found: Findings, old: Endpoints, new: Endpoints) -> None:
             "Fix:\n"
             '  - keep outputMode("update") on this checkpoint, or make the sink upsert by '
             "the grouping key (foreachBatch with a MERGE)",
-            name="outputMode",
+            name="output mode",
         )
     elif was == "append":
         found.reinterpret(
@@ -453,7 +500,7 @@ def _output_mode(found: Findings, old: Endpoints, new: Endpoints) -> None:
             "Fix:\n"
             '  - keep outputMode("append") on this checkpoint, or make the sink upsert by '
             "the grouping key (foreachBatch with a MERGE)",
-            name="outputMode",
+            name="output mode",
         )
     else:
         found.warn(
@@ -461,7 +508,7 @@ def _output_mode(found: Findings, old: Endpoints, new: Endpoints) -> None:
             f"The output mode changed from {was} to {now}: the sink is handed different "
             "rows per batch from now on (complete: the whole result; update: the changed "
             "rows); rows already emitted are not emitted again.",
-            name="outputMode",
+            name="output mode",
         )
 
 

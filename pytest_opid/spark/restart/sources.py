@@ -5,6 +5,7 @@ the new path (``FileStreamSource.getBatch``)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
 
 from pytest_opid.io.location_identity import qualified_location
@@ -36,6 +37,27 @@ def same_path(previous: str | None, new: str | None) -> bool:
         if matched is not None:
             return matched
     return qualified_location(previous) == qualified_location(new)
+
+
+def _base_moved(previous: str | None, new: str | None) -> bool:
+    """The new path (not a glob, which sets no basePath) leaves the old one's files outside
+    it: not the old folder nor one above it. A snapshot's shortened old path (``…/in``)
+    names only its last folder: a new path ending in another one leaves it outside. Two
+    temporary folders are two runs of a test, not a move."""
+    if not previous or not new or any(c in new for c in "*?[{"):
+        return False
+    base = qualified_path(new).rstrip("/")
+    if previous.startswith(SHORTENED) or new.startswith(SHORTENED):
+        return True  # the folders' names differ (same_path), their parents are not known
+    old = qualified_path(previous).rstrip("/")
+    if _temporary(old) and _temporary(base):
+        return False  # two runs' own temporary folders (tests): not a move of the input
+    return old != base and not old.startswith(base + "/")
+
+
+def _temporary(path: str) -> bool:
+    """A path in this machine's temporary folder (``tempfile``'s, pytest's ``tmp_path``)."""
+    return path.startswith(qualified_path(tempfile.gettempdir()).rstrip("/") + "/")
 
 
 def qualified_path(path: str) -> str:
@@ -157,7 +179,27 @@ def same_source(found: Findings, old: OldSource, new: Source) -> None:
     if old.source is not None:  # from a fingerprint
         previous = old.source
         if previous.is_file and new.is_file:
-            if not same_path(previous.path, new.path):
+            if not same_path(previous.path, new.path) and _base_moved(previous.path, new.path):
+                # The old path's files are outside the new one: as from the checkpoint
+                # (Spark's FileStreamSource.getBatch), whatever the route.
+                found.problem(
+                    "sources",
+                    f"{found.spark} stops the restarted query with "
+                    f'java.lang.IllegalArgumentException: "Wrong basePath {new.path} for the '
+                    f'root path: <a file of {previous.path}>". {capitalized(label)} now reads '
+                    f"{printable(new.path or '?')} instead of "
+                    f"{printable(previous.path or '?')}: at restart Spark lists the files of "
+                    "the last committed batch again with the new path as their base, and "
+                    "they are under the old one (files copied to the new path do not "
+                    "change that: the checkpoint's file source log names the old ones). Only "
+                    "a last batch that read no file (one that only advanced the watermark) "
+                    "restarts, and then reads the new path's files as new: rows again.\n"
+                    "Fix:\n"
+                    "  - keep reading the old path (move the new input under it)\n"
+                    + FIX_NEW_CHECKPOINT,
+                    name=old.label,
+                )
+            elif not same_path(previous.path, new.path):
                 # A warning, not a problem: only the checkpoint knows whether Spark fails.
                 # (In tests the inputs usually live in a fresh temporary folder per run.)
                 found.warn(

@@ -60,6 +60,7 @@ from pytest_opid.spark.restart.findings import (
     plan_of,
     stateful_operator,
 )
+from pytest_opid.spark.restart.output_modes import check_output_mode
 from pytest_opid.spark.restart.sinks import (
     check_endpoints,
     check_new_location,
@@ -313,6 +314,8 @@ def _judge_state_given(found: Findings, checkpoint: Checkpoint, moved: str) -> N
 
 def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreCheck:
     verified: tuple[str, ...] = ()
+    # refused when the query starts, before any state is read: the same on every route
+    check_output_mode(found)
     moved = new_location(found, checkpoint)
     if moved is not None:
         # Spark starts the query as a new one there: the old checkpoint's state and offsets
