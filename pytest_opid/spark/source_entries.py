@@ -67,6 +67,8 @@ def short_endpoint(row: tuple[str, str, str]) -> tuple[str, str, str]:
     """An endpoint row as a committed snapshot keeps it: a folder shortened to its last
     folder's name (``…/out``), as :func:`short_source` shortens a file source's path."""
     endpoint, fact, value = row
-    if fact not in FOLDER_FACTS or not value or value.startswith(SHORTENED):
+    # a foreachBatch function's write targets (``write path``, ``write 2 path``) too
+    folder = fact in FOLDER_FACTS or (fact.startswith("write") and fact.endswith(" path"))
+    if not folder or not value or value.startswith(SHORTENED):
         return row
     return (endpoint, fact, SHORTENED + value.rstrip("/").rsplit("/", 1)[-1])

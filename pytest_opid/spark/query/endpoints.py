@@ -19,6 +19,7 @@ import re
 from typing import Any, NamedTuple
 
 from pytest_opid.spark.function_digest import command_digest, digest_of
+from pytest_opid.spark.query.batch_writes import batch_writes, write_facts
 
 #: Spark's default ``spark.redaction.regex``: an option whose key or value matches is
 #: recorded as redacted (Spark's ``Utils.redact`` does the same in its UI and logs).
@@ -106,7 +107,11 @@ def read_writer(writer: Any) -> WriterReading:
     lowered = {k.lower(): v for k, v in options.items()}
     if batch_writer is not None:
         facts.append(("kind", "foreachBatch"))
-        facts.append(("function", _batch_function(writer, jvm, batch_writer)))
+        function = _batch_function(writer, jvm, batch_writer)
+        facts.append(("function", _digest(function)))
+        writes = batch_writes(function) if function is not None else None
+        if writes is not None:
+            facts += write_facts(writes)
     elif row_writer is not None:
         facts.append(("kind", "foreach"))
         facts.append(("function", _row_function(jvm, row_writer)))
@@ -132,10 +137,21 @@ def read_writer(writer: Any) -> WriterReading:
     return WriterReading(writer._df, mode, tuple(facts))
 
 
-def _batch_function(writer: Any, jvm: Any, batch_writer: Any) -> str:
-    """The digest of a Python foreachBatch function: the py4j proxy the Scala closure holds
-    carries the id of the Python object (PySpark's ``ForeachBatchFunction``) in the gateway's
-    pool; a JVM (Scala, Java) function is named by its class."""
+def _digest(function: Any) -> str:
+    """A foreachBatch function's digest (a JVM function named by its class, ``?`` where it
+    could not be reached)."""
+    if isinstance(function, str):
+        return function
+    try:
+        return digest_of(function).fact
+    except Exception:  # an object pytest-opid cannot read
+        return "?"
+
+
+def _batch_function(writer: Any, jvm: Any, batch_writer: Any) -> Any:
+    """A Python foreachBatch function: the py4j proxy the Scala closure holds carries the id of
+    the Python object (PySpark's ``ForeachBatchFunction``) in the gateway's pool; a JVM (Scala,
+    Java) function is named by its class (a ``str``); ``?`` where it cannot be reached."""
     try:
         for f in batch_writer.getClass().getDeclaredFields():
             f.setAccessible(True)
@@ -147,7 +163,7 @@ def _batch_function(writer: Any, jvm: Any, batch_writer: Any) -> str:
             handler = jvm.java.lang.reflect.Proxy.getInvocationHandler(held)
             object_id = str(_field(handler, "id"))
             python = writer._spark._sc._gateway.gateway_property.pool[object_id]
-            return digest_of(getattr(python, "func", python)).fact
+            return getattr(python, "func", python)
         return f"JVM {batch_writer.getClass().getName().split('$$')[0]}"
     except Exception:  # py4j or an object pytest-opid cannot reach
         return "?"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+from collections.abc import Mapping
 
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import local_path
@@ -19,6 +20,7 @@ from pytest_opid.spark.restart.endpoints import (
     Endpoints,
 )
 from pytest_opid.spark.restart.findings import Findings
+from pytest_opid.spark.restart.source_files import logged_files, under, unread_formats
 from pytest_opid.spark.restart.unkept import RATE_LIMITS
 from pytest_opid.spark.words import new_location_fix
 from pytest_opid.text import printable
@@ -27,9 +29,12 @@ from pytest_opid.text import printable
 _KAFKA_SUBSCRIPTION = ("subscribe", "subscribepattern", "assign")
 
 
-def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
+def source_changes(
+    found: Findings, old: Endpoints, new: Endpoints, checkpoint: Checkpoint | None = None
+) -> None:
     """The guide's *parameters of input sources*: rate limits may change; what is read (files,
-    topics, a rate's rows) may not."""
+    topics, a rate's rows) may not. With the ``checkpoint``, a file source's format changed
+    on its folder is judged by the files the restarted query reads next."""
     for position, facts in sorted(new.sources.items()):
         before = old.sources.get(position)
         if before is None:
@@ -37,7 +42,12 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
         fmt = facts.get("format")
         if before.get("format") != fmt:
             file_sources = "class" not in facts and "class" not in before
-            if file_sources and "path" in facts and before.get("path") == facts.get("path"):
+            if (
+                file_sources
+                and "path" in facts
+                and before.get("path") == facts.get("path")
+                and not next_files_fit(found, checkpoint, position, facts)
+            ):
                 found.reinterpret(
                     RESULTS_CHANGED,
                     f"Results changed: source {position} reads {printable(facts['path'])} as "
@@ -101,6 +111,31 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
                     + _SOURCE_OPTION_WORDS.get(key, "allowed; it applies from the restart on."),
                     name=str(position),
                 )
+
+
+def next_files_fit(
+    found: Findings, checkpoint: Checkpoint | None, position: int, facts: Mapping[str, str]
+) -> bool:
+    """A file source's format changed on its folder, where every file the restarted query
+    reads next (under its path, not in its log) is of the new format by its name: the files
+    of the old format are in the log, and ``FileStreamSource`` never reads them again. Warns
+    and returns True then; False where that is not shown."""
+    fmt, path = facts.get("format"), facts.get("path")
+    if checkpoint is None or fmt is None or path is None or position >= len(checkpoint.sources):
+        return False
+    saved = checkpoint.sources[position]
+    formats = unread_formats(checkpoint, saved.source_id, _json(saved.offset), path)
+    if not formats or formats != {fmt}:
+        return False
+    found.warn(
+        "sources",
+        f"Source {position} now reads {printable(path)} as {fmt}: the files its log names "
+        f"(the old format's) are not read again, and the files there it has not read are "
+        f"{fmt} files by their names. Files of the old format that arrive later are read as "
+        f"{fmt} (wrong or null rows).",
+        name=str(position),
+    )
+    return True
 
 
 def _fields(schema: str | None) -> list[tuple[str, str]] | None:
@@ -208,8 +243,7 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     "(rows duplicated) or skips ahead (rows lost).\n"
                     "Fix:\n"
                     "  - keep the offset's layout (its keys) as the checkpoint has it, or read "
-                    "the old layout too and convert it\n"
-                    + new_location_fix(),
+                    "the old layout too and convert it\n" + new_location_fix(),
                     name=str(position),
                 )
         elif (
@@ -230,10 +264,24 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                 'cleanSource="archive" / "delete", which Spark does after a batch)',
                 name=str(position),
             )
+        elif saved.files == () and "path" in facts and not _is_glob(facts["path"]):
+            moved_after_no_file(found, checkpoint, saved.source_id, position, facts["path"], value)
         elif saved.files and "path" in facts and _is_glob(facts["path"]):
             pattern = facts["path"]
             outside = [f for f in saved.files if not _glob_matches(pattern, f)]
-            if outside:
+            if outside and (new.option(position, "fileNameOnly") or "").lower() == "true":
+                # FileStreamSource's SeenFilesMap keeps (and checks) a file's name only
+                found.warn(
+                    "sources",
+                    f"Source {position} now reads the glob {printable(pattern)}, which does "
+                    f"not match the files the checkpoint's last batch read "
+                    f"({printable(outside[0])}). With fileNameOnly=true {found.spark} knows "
+                    "files by their name: a file under the glob with the name of one it read "
+                    "is skipped (copied history is not read again), one with a new name is "
+                    "read; the files left unread in the old folder are never read.",
+                    name=str(position),
+                )
+            elif outside:
                 found.reinterpret(
                     ROWS_DUPLICATED,
                     f"Rows duplicated: source {position} now reads the glob "
@@ -247,6 +295,40 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     + new_location_fix(),
                     name=str(position),
                 )
+
+
+def moved_after_no_file(
+    found: Findings,
+    checkpoint: Checkpoint,
+    source_id: str,
+    position: int,
+    path: str,
+    offset: object,
+) -> None:
+    """A file source moved to another folder where the checkpoint's last committed batch read
+    no file (a batch that only advanced the watermark, or found nothing new): Spark lists that
+    batch's files again under the new path (``FileStreamSource.getBatch``), finds none, and
+    restarts without "Wrong basePath"; then it reads every file under the new path that its
+    log does not name by its full path, and never the files left in the old one. Judged
+    against every file the log names (``sources/<n>``), whatever batch the restart follows."""
+    read = logged_files(checkpoint, source_id, offset)
+    outside = [f for f in read or () if not under(f, path)]
+    if not outside:
+        return
+    found.reinterpret(
+        RESULTS_CHANGED,
+        f"Rows lost or duplicated: source {position} now reads {printable(path)}, and the files "
+        f"its log names were read from elsewhere ({printable(outside[0])}, "
+        f"{len(outside)} of {len(read or ())}). The checkpoint's last committed batch read "
+        f'no file, so {found.spark} restarts without a word (no "Wrong basePath": it lists that '
+        f"batch's files again under the new path and finds none); then it reads every file "
+        f"under {printable(path)} that its log does not name by its full path (history copied "
+        "there is read again: rows duplicated, an aggregation counts them twice) and never "
+        "the files left unread in the old folder (rows lost).\n"
+        "Fix:\n"
+        "  - keep reading the old path (move the new input under it)\n" + new_location_fix(),
+        name=str(position),
+    )
 
 
 def _kafka_offsets(found: Findings, new: Endpoints, position: int, offsets: dict) -> None:

@@ -12,12 +12,14 @@ or the record ``opid record-deploy`` leaves in the checkpoint) shows whether it 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import format_of
 from pytest_opid.spark.restart.endpoints import RESULTS_CHANGED, Endpoints, endpoints_of
 from pytest_opid.spark.restart.findings import Findings, plan_of
+from pytest_opid.spark.restart.source_files import unread_formats
 from pytest_opid.text import printable
 
 #: Source options that only limit how much a batch reads (the guide allows changing them).
@@ -151,6 +153,21 @@ def _format_shown(
     (read,) = formats
     if read == fmt:
         return True
+    saved = checkpoint.sources[position]
+    path = source.get("path")
+    offset = _offset(saved.offset)
+    coming = None if path is None else unread_formats(checkpoint, saved.source_id, offset, path)
+    if coming and coming == {fmt}:
+        # the files of the old format are in the log: FileStreamSource never reads them again
+        found.warn(
+            "sources",
+            f"Source {position} now reads {printable(path or '?')} as {fmt}, and the files the "
+            f"checkpoint's last batch read from it are {read} files: they are not read again, "
+            f"and the files there it has not read are {fmt} files by their names. Files of "
+            f"the old format that arrive later are read as {fmt} (wrong or null rows).",
+            name=str(position),
+        )
+        return True
     found.reinterpret(
         RESULTS_CHANGED,
         f"Results changed: source {position} now reads {printable(source.get('path', '?'))} "
@@ -164,6 +181,13 @@ def _format_shown(
         name=str(position),
     )
     return True
+
+
+def _offset(text: str | None) -> object:
+    try:
+        return json.loads(text or "")
+    except ValueError:
+        return None
 
 
 def _plan_changes(found: Findings, was: tuple[str, ...]) -> None:
