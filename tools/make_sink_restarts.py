@@ -1137,6 +1137,11 @@ FB_EXTRA_COLUMN = """    def write_batch(batch_df, batch_id):
 """
 
 
+#: part-0 and part-1 copied to in2 (their mtimes kept), part-2 added there
+COPIED_TO_IN2 = ["cp:in/part-0.json:in2/part-0.json", "cp:in/part-1.json:in2/part-1.json",
+                 "add:in2/part-2"]  # fmt: skip
+
+
 def writer_cases() -> list[dict[str, Any]]:
     """foreach (row) writers and foreachBatch functions changed, a file source moved after a
     no-data batch, a Python source's offset unit, a source's format or folder changed where
@@ -1185,7 +1190,9 @@ def writer_cases() -> list[dict[str, Any]]:
             "writer",
             "foreach writer object's process() now skips rows with an odd id",
             code(src_json(), ".foreach(RowWriter())", pre=FOREACH_OBJ % {"keep": "True"}),
-            code(src_json(), ".foreach(RowWriter())", pre=FOREACH_OBJ % {"keep": "row.id % 2 == 0"}),
+            code(
+                src_json(), ".foreach(RowWriter())", pre=FOREACH_OBJ % {"keep": "row.id % 2 == 0"}
+            ),
             sink_a=fb_json,
         )
     )
@@ -1224,8 +1231,7 @@ def writer_cases() -> list[dict[str, Any]]:
             "the watermark); B reads in2, where part-0 and part-1 were copied and part-2 comes",
             code(src_json(schema=SCHEMA_TS), sink_file(), **window),
             code(src_json(schema=SCHEMA_TS, path='paths["in2"]'), sink_file(), **window),
-            between=["cp:in/part-0.json:in2/part-0.json", "cp:in/part-1.json:in2/part-1.json",
-                     "add:in2/part-2"],  # fmt: skip
+            between=COPIED_TO_IN2,
             expect="window",
         )
     )
@@ -1244,8 +1250,7 @@ def writer_cases() -> list[dict[str, Any]]:
                 ),
                 sink_file(),
             ),
-            between=["cp:in/part-0.json:in2/part-0.json", "cp:in/part-1.json:in2/part-1.json",
-                     "add:in2/part-2"],  # fmt: skip
+            between=COPIED_TO_IN2,
         )
     )
     add(

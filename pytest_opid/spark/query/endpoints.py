@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from pytest_opid.spark.function_digest import command_digest, digest_of
 from pytest_opid.spark.query.batch_writes import batch_writes, write_facts
+from pytest_opid.spark.query.python_offsets import pickled_source_class
 
 #: Spark's default ``spark.redaction.regex``: an option whose key or value matches is
 #: recorded as redacted (Spark's ``Utils.redact`` does the same in its UI and logs).
@@ -230,29 +231,34 @@ def source_rows(jvm: Any, analyzed: Any, session: Any = None) -> tuple[tuple[str
                 and provider.get().getClass().getSimpleName() == "PythonDataSourceV2"
             )
             if session is not None and python:
-                keys = _python_offset_keys(jvm, session, str(leaf.sourceName()), options)
-                if keys is not None:
-                    facts.append(("offset keys", keys))
+                facts += _python_source_facts(jvm, session, str(leaf.sourceName()), options)
         facts += option_facts(options)
         rows += [(label, fact, value) for fact, value in facts]
     return tuple(rows)
 
 
-def _python_offset_keys(jvm: Any, session: Any, name: str, options: dict[str, str]) -> str | None:
-    """The keys of a Python streaming data source's ``initialOffset()``: its class found in
-    the session's data source manager (``UserDefinedPythonDataSource``, the pickled class
-    ``spark.dataSource.register`` keeps), made with the query's options as Spark makes it.
-    ``None`` where it cannot be (the user's code failing included: it runs at start anyway)."""
+def _python_source_facts(
+    jvm: Any, session: Any, name: str, options: dict[str, str]
+) -> list[tuple[str, str]]:
+    """A Python streaming data source's ``offset keys`` (the keys of its reader's
+    ``initialOffset()``) and ``code`` (the digest of its class and the reader it makes): its
+    class found in the session's data source manager (``UserDefinedPythonDataSource``, the
+    pickled class ``spark.dataSource.register`` keeps), made with the query's options as
+    Spark makes it. Nothing where it cannot be (the user's code failing included: it runs at
+    start anyway)."""
+    command = pickled_source_class(jvm, session, name)
+    if command is None:
+        return []
     try:
         from pyspark.serializers import CPickleSerializer  # lazy: pyspark is optional
 
-        found = session.sessionState().dataSourceManager().lookupDataSource(name)
-        command = found.dataSourceCls().command()
-        if not isinstance(command, (bytes, bytearray)):
-            tag = getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-            command = command.toArray(tag)
-        loaded = CPickleSerializer().loads(bytes(command))
+        loaded = CPickleSerializer().loads(command)
         cls = loaded[0] if isinstance(loaded, tuple) else loaded
+        code = digest_of(cls).fact
+    except Exception:  # the user's code, or a Spark without Python data sources
+        return []
+    facts: list[tuple[str, str]] = []
+    try:
         source = cls(dict(options))
         schema = source.schema()
         try:
@@ -260,9 +266,11 @@ def _python_offset_keys(jvm: Any, session: Any, name: str, options: dict[str, st
         except NotImplementedError:
             reader = source.simpleStreamReader(schema)
         offset = reader.initialOffset()
-    except Exception:  # the user's code, or a Spark without Python data sources
-        return None
-    return ", ".join(sorted(map(str, offset))) if isinstance(offset, dict) else None
+        if isinstance(offset, dict):
+            facts.append(("offset keys", ", ".join(sorted(map(str, offset)))))
+    except Exception:  # the user's code: it runs at start anyway
+        pass
+    return [*facts, ("code", code)]
 
 
 #: A started query's sink, by the simple name of its class: the kind recorded.

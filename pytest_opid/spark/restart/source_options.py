@@ -229,6 +229,8 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
             )
         elif fmt == "kafka" and isinstance(value, dict):
             _kafka_offsets(found, new, position, value)
+        elif "class" in facts and _python_reader(found, position, fmt, saved.offset, value):
+            pass
         elif "offset keys" in facts and isinstance(value, dict):
             keys = ", ".join(sorted(map(str, value)))
             if keys != facts["offset keys"]:
@@ -329,6 +331,72 @@ def moved_after_no_file(
         "  - keep reading the old path (move the new input under it)\n" + new_location_fix(),
         name=str(position),
     )
+
+
+def _python_reader(
+    found: Findings, position: int, fmt: str | None, text: str | None, offset: object
+) -> bool:
+    """A Python data source's new reader asked about the checkpoint's offset
+    (:mod:`pytest_opid.spark.query.python_offsets`), as the first batch after the restart asks
+    it (``latestOffset(start, limit)``): it fails on it (Spark stops the query the same way),
+    or answers an end before the start at a number the two offsets share (it counts them in
+    another unit: the rows between are never read). Returns whether it found either."""
+    answer = (found.old.readers or {}).get(position)
+    if answer is None or not isinstance(offset, dict):
+        return False
+    label = f"source {position} ({printable(fmt or '?')}, a Python data source)"
+    shown = printable(text or "-")
+    if "failed" in answer:
+        found.problem(
+            "sources",
+            f"{found.spark} stops the restarted query: {label}'s reader fails on the "
+            f"checkpoint's offset {shown} (latestOffset(start, limit), which the first batch "
+            f"after the restart calls with it): {printable(str(answer['failed']))}. Spark "
+            "hands the reader the offset its old version wrote, as it is.\n"
+            "Fix:\n"
+            "  - read the old offset's layout too (its keys) and convert it\n" + new_location_fix(),
+            name=str(position),
+        )
+        return True
+    latest = answer.get("latest")
+    behind = _behind(offset, latest)
+    if behind is None:
+        return False
+    found.reinterpret(
+        ROWS_LOST,
+        f"Rows lost: {label}'s new reader, asked where the input ends from the checkpoint's "
+        f"offset {shown} (latestOffset, as the first batch after the restart asks it), "
+        f"answers {printable(json.dumps(latest))}: {behind} is behind where the checkpoint "
+        "says the query was. It reads the offsets in another unit than the reader that wrote "
+        f"them, and {found.spark} hands it the batches from the checkpoint's offset on: the "
+        "rows in between are never read.\n"
+        "Fix:\n"
+        "  - keep the offsets' unit as the checkpoint has it, or convert the old offset when "
+        "the reader reads it\n" + new_location_fix(),
+        name=str(position),
+    )
+    return True
+
+
+def _behind(start: dict, latest: object) -> str | None:
+    """The first number of ``latest`` below the same key's number in ``start`` (keys of
+    nested objects joined by dots), as text; ``None`` where there is none."""
+    if not isinstance(latest, dict):
+        return None
+    pending: list[tuple[str, object, object]] = [("", start, latest)]
+    while pending:
+        where, a, b = pending.pop(0)
+        if isinstance(a, dict) and isinstance(b, dict):
+            pending += [(f"{where}.{k}" if where else str(k), a[k], b[k]) for k in a if k in b]
+        elif (
+            type(a) in (int, float)
+            and type(b) in (int, float)
+            and isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and b < a
+        ):
+            return f"{where} {b} < {a}"
+    return None
 
 
 def _kafka_offsets(found: Findings, new: Endpoints, position: int, offsets: dict) -> None:

@@ -5,9 +5,10 @@ afterwards is the truth).
 
 A bad outcome is never "safe": where the code shows what the change does (a foreachBatch
 function now overwriting, or writing elsewhere; a file source moved after a batch that read no
-file), the finding names it; where it cannot (a foreach writer's code, a foreachBatch function
-that writes one more column), the verdict is "not verified" and says that the writer's effect
-was not shown. A correct restart is never flagged "not safe"."""
+file; a Python data source's new reader failing on the checkpoint's offset, or answering an
+end before it), the finding names it; where it cannot (a foreach writer's code, a foreachBatch
+function that writes one more column, a reader counting in tenths of a row), the verdict is
+"not verified" and says what was not shown. A correct restart is never flagged "not safe"."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ EXPECTED = {
     "foreach_obj_drops_rows": ("unverified", ("foreach writer's code changed", "not shown")),
     # a file source moved after a batch that read no file
     "src_path_changed_after_nodata": ("results_changed", ("read no file", "in2")),
+    # a Python data source's offsets, as its new reader reads the checkpoint's
+    "pyds_offset_key_renamed_strict": ("refused", ("reader fails", "KeyError")),
+    "pyds_offset_unit_changed": ("rows_lost", ("new reader", "behind")),
+    "pyds_offset_unit_scaled_up": ("unverified", ("changed (digest", "was not shown")),
+    "pyds_control": ("safe", ()),
     # correct restarts Spark's own bookkeeping keeps right
     "src_glob_other_folder_filenameonly": ("safe", ()),
     "src_format_json_to_csv_samefolder_csv_files": ("safe", ()),
@@ -69,16 +75,17 @@ def test_the_writer_and_the_source_folder_verdicts(
     case, alone, judged = _judged(spark, case_id, tmp_path)
     verdict, words = EXPECTED[case_id]
     bad = case["truth"] in judge.BAD
-    assert bad == (verdict not in ("safe", "unverified")) or verdict == "unverified"
     for check in (alone, judged):  # never safe on a bad pair, never flagged on a correct one
-        assert check.restorable
+        assert check.restorable == (verdict != "refused"), judge.said(check)
         assert not check.safe if bad else not check.reinterpreted, judge.said(check)
-    if verdict == "safe":
+    if verdict == "refused":
+        messages = [p.message for p in judged.problems]
+    elif verdict == "safe":
         assert judged.safe, judge.said(judged)
         return
     if verdict == "unverified":
         assert judged.safe is None and not judged.reinterpreted, judge.said(judged)
-        messages = [u.message for u in judged.unverified if u.kind == "sink"]
+        messages = [u.message for u in judged.unverified]
     else:
         messages = [r.message for r in judged.reinterpreted if r.kind == verdict]
     assert messages, judge.said(judged)
