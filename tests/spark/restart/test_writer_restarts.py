@@ -78,12 +78,12 @@ def test_the_writer_and_the_source_folder_verdicts(
     for check in (alone, judged):  # never safe on a bad pair, never flagged on a correct one
         assert check.restorable == (verdict != "refused"), judge.said(check)
         assert not check.safe if bad else not check.reinterpreted, judge.said(check)
-    if verdict == "refused":
-        messages = [p.message for p in judged.problems]
-    elif verdict == "safe":
+    if verdict == "safe":
         assert judged.safe, judge.said(judged)
         return
-    if verdict == "unverified":
+    if verdict == "refused":
+        messages = [p.message for p in judged.problems]
+    elif verdict == "unverified":
         assert judged.safe is None and not judged.reinterpreted, judge.said(judged)
         messages = [u.message for u in judged.unverified]
     else:
