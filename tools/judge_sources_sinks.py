@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
+import linecache
 import os
 import subprocess
 import sys
@@ -53,8 +55,13 @@ def unpack(case: dict[str, Any], data: Path, into: Path) -> dict[str, str]:
 
 
 def build(spark: Any, code: str, paths: dict[str, str]) -> Any:
+    """The pair's ``build(spark, paths)``, its source registered in :mod:`linecache` (as
+    IPython registers a cell's) so that its functions' source is found, as in a module."""
+    text = textwrap.dedent(code)
+    name = f"<build {hashlib.sha256(text.encode()).hexdigest()[:12]}>"
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     scope: dict[str, Any] = {}
-    exec(compile(textwrap.dedent(code), "<build>", "exec"), scope)  # the corpus's own code
+    exec(compile(text, name, "exec"), scope)  # the corpus's own code
     return scope["build"](spark, paths)
 
 

@@ -220,6 +220,13 @@ PYDS_LAYOUTS = {
         end_pos='end["offset"] * 3',
         make='{"offset": -(-n // 3)}',
     ),
+    # B counts in tenths of a row: A's offset 6 (rows) means row 0 to B
+    "tenths": dict(
+        initial='{"offset": 0}',
+        start_pos='start["offset"] // 10',
+        end_pos='end["offset"] // 10',
+        make='{"offset": n * 10}',
+    ),
 }
 
 
@@ -1402,6 +1409,188 @@ def cases() -> list[dict[str, Any]]:
         )
     )
 
+    out += writer_cases()
+    return out
+
+
+
+
+FOREACH_FN = """    def write_row(row):
+        # one JSON file per row in the %(folder)s folder
+        import json, os, uuid
+        os.makedirs(paths["%(folder)s"], exist_ok=True)
+        with open(os.path.join(paths["%(folder)s"], "%%s.json" %% uuid.uuid4()), "w") as fh:
+            fh.write(json.dumps(%(row)s))
+"""
+FOREACH_OBJ = """    class RowWriter:
+        # one JSON lines file per partition and epoch in the fb folder
+        def open(self, partition_id, epoch_id):
+            import os
+            os.makedirs(paths["fb"], exist_ok=True)
+            self.path = os.path.join(paths["fb"], "p%%d-e%%d.json" %% (partition_id, epoch_id))
+            return True
+
+        def process(self, row):
+            import json
+            if %(keep)s:
+                with open(self.path, "a") as fh:
+                    fh.write(json.dumps(row.asDict()) + "\\n")
+
+        def close(self, error):
+            pass
+"""
+FB_OVERWRITE = """    def write_batch(batch_df, batch_id):
+        # replaces the folder with each batch
+        batch_df.write.mode("overwrite").format("parquet").save(paths["fb"])
+"""
+FB_EXTRA_COLUMN = """    def write_batch(batch_df, batch_id):
+        # appends every batch to one folder (not idempotent), with the batch id as a column
+        (batch_df.withColumn("batch", F.lit(batch_id))
+         .write.mode("append").format("parquet").save(paths["fb"]))
+"""
+
+
+#: part-0 and part-1 copied to in2 (their mtimes kept), part-2 added there
+COPIED_TO_IN2 = ["cp:in/part-0.json:in2/part-0.json", "cp:in/part-1.json:in2/part-1.json",
+                 "add:in2/part-2"]  # fmt: skip
+
+
+def writer_cases() -> list[dict[str, Any]]:
+    """foreach (row) writers and foreachBatch functions changed, a file source moved after a
+    no-data batch, a Python source's offset unit, a source's format or folder changed where
+    Spark's own bookkeeping keeps the restart right (issue 47)."""
+    out: list[dict[str, Any]] = []
+    add = out.append
+    fb_json = {"kind": "fb_files", "fmt": "json", "path": "fb"}
+    fn_a = code(
+        src_json(), ".foreach(write_row)", pre=FOREACH_FN % {"folder": "fb", "row": "row.asDict()"}
+    )
+    add(
+        case(
+            "foreach_fn_extra_field",
+            "foreach_changed",
+            "writer",
+            "foreach function now writes one more field (src) to the same folder",
+            fn_a,
+            code(
+                src_json(),
+                ".foreach(write_row)",
+                pre=FOREACH_FN % {"folder": "fb", "row": 'dict(row.asDict(), src="b")'},
+            ),
+            sink_a=fb_json,
+        )
+    )
+    add(
+        case(
+            "foreach_fn_other_folder",
+            "foreach_changed",
+            "writer",
+            "foreach function now writes to fb2 instead of fb",
+            fn_a,
+            code(
+                src_json(),
+                ".foreach(write_row)",
+                pre=FOREACH_FN % {"folder": "fb2", "row": "row.asDict()"},
+            ),
+            sink_a=fb_json,
+            sink_b={"kind": "fb_files", "fmt": "json", "path": "fb2"},
+        )
+    )
+    add(
+        case(
+            "foreach_obj_drops_rows",
+            "foreach_changed",
+            "writer",
+            "foreach writer object's process() now skips rows with an odd id",
+            code(src_json(), ".foreach(RowWriter())", pre=FOREACH_OBJ % {"keep": "True"}),
+            code(
+                src_json(), ".foreach(RowWriter())", pre=FOREACH_OBJ % {"keep": "row.id % 2 == 0"}
+            ),
+            sink_a=fb_json,
+        )
+    )
+    fbp_pre, fbp_sink = fb("plain")
+    fbp = code(src_json(), fbp_sink, pre=fbp_pre)
+    fbp_files = {"kind": "fb_files", "fmt": "parquet", "path": "fb"}
+    add(
+        case(
+            "fb_now_overwrites",
+            "foreachBatch_changed",
+            "writer",
+            "foreachBatch function now writes mode overwrite instead of append, same folder",
+            fbp,
+            code(src_json(), fbp_sink, pre=FB_OVERWRITE),
+            sink_a=fbp_files,
+        )
+    )
+    add(
+        case(
+            "fb_extra_column",
+            "foreachBatch_changed",
+            "writer",
+            "foreachBatch function now writes one more column (batch), same folder and mode",
+            fbp,
+            code(src_json(), fbp_sink, pre=FB_EXTRA_COLUMN),
+            sink_a=fbp_files,
+        )
+    )
+    window = {"transform": WINDOW, "mode": "append"}
+    add(
+        case(
+            "src_path_changed_after_nodata",
+            "source_path_changed",
+            "src",
+            "windowed aggregation (append, parquet): A's last batch read no file (it advanced "
+            "the watermark); B reads in2, where part-0 and part-1 were copied and part-2 comes",
+            code(src_json(schema=SCHEMA_TS), sink_file(), **window),
+            code(src_json(schema=SCHEMA_TS, path='paths["in2"]'), sink_file(), **window),
+            between=COPIED_TO_IN2,
+            expect="window",
+        )
+    )
+    add(
+        case(
+            "src_glob_other_folder_filenameonly",
+            "source_path_changed",
+            "src",
+            "in -> glob in2/*.json with fileNameOnly=true; part-0 and part-1 copied to in2 "
+            "(same names), part-2 comes to in2",
+            code(src_json(), sink_file()),
+            code(
+                src_json(
+                    '.option("maxFilesPerTrigger", 1).option("fileNameOnly", "true")',
+                    path='paths["in2"] + "/*.json"',
+                ),
+                sink_file(),
+            ),
+            between=COPIED_TO_IN2,
+        )
+    )
+    add(
+        case(
+            "src_format_json_to_csv_samefolder_csv_files",
+            "source_format_changed",
+            "src",
+            "file source json -> csv on the same folder; the part that comes is a CSV file",
+            code(src_json(), sink_file()),
+            code(
+                'spark.readStream.schema("id INT, name STRING, v INT")'
+                '.option("maxFilesPerTrigger", 1).csv(paths["in"])',
+                sink_file(),
+            ),
+            between=["csv:in/part-2"],
+        )
+    )
+    add(
+        case(
+            "pyds_offset_unit_scaled_up",
+            "python_source_offsets_changed",
+            "pyds",
+            "Python source offset counts tenths of a row instead of rows, same key",
+            code(PYDS_SRC, sink_file(), pre=pyds("offset")),
+            code(PYDS_SRC, sink_file(), pre=pyds("tenths")),
+        )
+    )
     return out
 
 
@@ -1459,6 +1648,17 @@ def between(root: str, c: dict[str, Any]) -> list[str]:
 
             src, dst = arg.split(":")
             slim_copy(here / src, here / dst)
+        elif op == "csv":  # a CSV part (id,name,v; no header), as a producer switched to csv
+            folder, _, name = arg.rpartition("/")
+            index = int(name.split("-")[1])
+            (here / folder).mkdir(parents=True, exist_ok=True)
+            path = here / folder / f"part-{index}.csv"
+            path.write_text(
+                "".join(f"{rid},{n},{v}\n" for rid, n, v, _ in ROWS[3 * index : 3 * index + 3])
+            )
+            stamp = T0 + 600 * index
+            os.utime(path, (stamp, stamp))
+            added.append(index)
         elif op in ("mv", "cp"):
             src, dst = (here / x for x in arg.split(":"))
             dst.parent.mkdir(parents=True, exist_ok=True)

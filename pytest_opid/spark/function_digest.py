@@ -71,6 +71,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pytest_opid.spark.foreach_writer import user_writer
 from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
 from pytest_opid.spark.transform_with_state import CHILD_PRELOAD, init_timeout
 
@@ -885,8 +886,10 @@ _MAX_REGISTERED = 4 << 20
 
 def command_digest(command: bytes, timeout: float | None = None) -> FunctionDigest:
     """The digest of the Python code in the pickled function Spark keeps for a stateful
-    operator (``PythonFunction.command``): applyInPandasWithState's function (pickled with its
-    output type), or for transformWithState the stateful processor that
+    operator or a foreach sink (``PythonFunction.command``): applyInPandasWithState's function
+    (pickled with its output type), a foreach writer (the function or object PySpark's
+    wrapper holds, :mod:`pytest_opid.spark.foreach_writer`), or for transformWithState the
+    stateful processor that
     ``TransformWithStateInPandasUdfUtils``'s bound method carries. Unpickling runs the user's
     code, so it is unpickled and digested in a child process
     (:func:`pytest_opid.spark.isolation.run_isolated`, within ``timeout`` seconds: the
@@ -930,7 +933,7 @@ def digest_pickled(request: bytes) -> list[Any]:
     for name, lines in registered.items():
         linecache.cache.setdefault(name, (sum(map(len, lines)), None, lines, name))
     loaded = CPickleSerializer().loads(command)
-    func = loaded[0] if isinstance(loaded, tuple) and loaded else loaded
+    func = user_writer(loaded[0] if isinstance(loaded, tuple) and loaded else loaded)
     processor = getattr(getattr(func, "__self__", None), "_stateful_processor", None)
     found = digest_of(processor if processor is not None else func)
     return [found.digest, found.basis, list(found.uncovered)]

@@ -23,6 +23,7 @@ from pytest_opid.restore import require_same_job
 from pytest_opid.result import Fingerprint, RestoreCheck
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.deployed import read_record, with_record, write_record
+from pytest_opid.spark.query.python_offsets import python_readings
 from pytest_opid.spark.query.state_reader import read_samples, read_samples_from_store
 from pytest_opid.spark.restart.verdict import check_checkpoint, check_fingerprint
 from pytest_opid.spark.restart.written_by import check_written_by
@@ -104,14 +105,19 @@ class SparkRestore:
                 samples = read_samples(session, previous, checkpoint)
             elif not previous.is_local:
                 samples = read_samples_from_store(session, previous, checkpoint)
-        if planned is None:
-            check = check_checkpoint(
-                checkpoint, fingerprint(program), previous=written_by, samples=samples
-            )
-        else:
-            check = check_checkpoint(
-                checkpoint, planned, planned=True, previous=written_by, samples=samples
-            )
+        new = planned if planned is not None else fingerprint(program)
+        readers = None
+        if session is not None:
+            offsets = {s.position: s.offset for s in checkpoint.sources if s.offset is not None}
+            readers = python_readings(session, new.endpoints, offsets)
+        check = check_checkpoint(
+            checkpoint,
+            new,
+            planned=planned is not None,
+            previous=written_by,
+            samples=samples,
+            readers=readers,
+        )
         return with_record(record, check)
 
 

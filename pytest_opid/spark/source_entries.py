@@ -68,6 +68,8 @@ def short_endpoint(row: tuple[str, str, str]) -> tuple[str, str, str]:
     :func:`~pytest_opid.snapshot_locations.snapshot_location` keeps it, as
     :func:`short_source` keeps a file source's path."""
     endpoint, fact, value = row
-    if fact not in FOLDER_FACTS or not value:
+    # a foreachBatch function's write targets (``write path``, ``write 2 path``) too
+    folder = fact in FOLDER_FACTS or (fact.startswith("write") and fact.endswith(" path"))
+    if not folder or not value:
         return row
     return (endpoint, fact, snapshot_location(value))

@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 from pytest_opid.io.endpoint_values import safe_value
 from pytest_opid.spark.data_sources import resolve_format
 from pytest_opid.spark.function_digest import command_digest, digest_of
+from pytest_opid.spark.query.batch_writes import batch_writes, write_facts
+from pytest_opid.spark.query.python_offsets import pickled_source_class
 from pytest_opid.text import without_userinfo
 
 #: Options that are recorded as facts of their own, not under ``option``.
@@ -98,7 +100,11 @@ def read_writer(writer: Any) -> WriterReading:
     lowered = {k.lower(): v for k, v in options.items()}
     if batch_writer is not None:
         facts.append(("kind", "foreachBatch"))
-        facts.append(("function", _batch_function(writer, jvm, batch_writer)))
+        function = _batch_function(writer, jvm, batch_writer)
+        facts.append(("function", _digest(function)))
+        writes = batch_writes(function) if function is not None else None
+        if writes is not None:
+            facts += write_facts(writes)
     elif row_writer is not None:
         facts.append(("kind", "foreach"))
         facts.append(("function", _row_function(jvm, row_writer)))
@@ -126,10 +132,21 @@ def read_writer(writer: Any) -> WriterReading:
     return WriterReading(writer._df, mode, tuple(facts))
 
 
-def _batch_function(writer: Any, jvm: Any, batch_writer: Any) -> str:
-    """The digest of a Python foreachBatch function: the py4j proxy the Scala closure holds
-    carries the id of the Python object (PySpark's ``ForeachBatchFunction``) in the gateway's
-    pool; a JVM (Scala, Java) function is named by its class."""
+def _digest(function: Any) -> str:
+    """A foreachBatch function's digest (a JVM function named by its class, ``?`` where it
+    could not be reached)."""
+    if isinstance(function, str):
+        return function
+    try:
+        return digest_of(function).fact
+    except Exception:  # an object pytest-opid cannot read
+        return "?"
+
+
+def _batch_function(writer: Any, jvm: Any, batch_writer: Any) -> Any:
+    """A Python foreachBatch function: the py4j proxy the Scala closure holds carries the id of
+    the Python object (PySpark's ``ForeachBatchFunction``) in the gateway's pool; a JVM (Scala,
+    Java) function is named by its class (a ``str``); ``?`` where it cannot be reached."""
     try:
         for f in batch_writer.getClass().getDeclaredFields():
             f.setAccessible(True)
@@ -141,7 +158,7 @@ def _batch_function(writer: Any, jvm: Any, batch_writer: Any) -> str:
             handler = jvm.java.lang.reflect.Proxy.getInvocationHandler(held)
             object_id = str(_field(handler, "id"))
             python = writer._spark._sc._gateway.gateway_property.pool[object_id]
-            return digest_of(getattr(python, "func", python)).fact
+            return getattr(python, "func", python)
         return f"JVM {batch_writer.getClass().getName().split('$$')[0]}"
     except Exception:  # py4j or an object pytest-opid cannot reach
         return "?"
@@ -211,29 +228,34 @@ def source_rows(jvm: Any, analyzed: Any, session: Any = None) -> tuple[tuple[str
                 and provider.get().getClass().getSimpleName() == "PythonDataSourceV2"
             )
             if session is not None and python:
-                keys = _python_offset_keys(jvm, session, str(leaf.sourceName()), options)
-                if keys is not None:
-                    facts.append(("offset keys", keys))
+                facts += _python_source_facts(jvm, session, str(leaf.sourceName()), options)
         facts += option_facts(options)
         rows += [(label, fact, value) for fact, value in facts]
     return tuple(rows)
 
 
-def _python_offset_keys(jvm: Any, session: Any, name: str, options: dict[str, str]) -> str | None:
-    """The keys of a Python streaming data source's ``initialOffset()``: its class found in
-    the session's data source manager (``UserDefinedPythonDataSource``, the pickled class
-    ``spark.dataSource.register`` keeps), made with the query's options as Spark makes it.
-    ``None`` where it cannot be (the user's code failing included: it runs at start anyway)."""
+def _python_source_facts(
+    jvm: Any, session: Any, name: str, options: dict[str, str]
+) -> list[tuple[str, str]]:
+    """A Python streaming data source's ``offset keys`` (the keys of its reader's
+    ``initialOffset()``) and ``code`` (the digest of its class and the reader it makes): its
+    class found in the session's data source manager (``UserDefinedPythonDataSource``, the
+    pickled class ``spark.dataSource.register`` keeps), made with the query's options as
+    Spark makes it. Nothing where it cannot be (the user's code failing included: it runs at
+    start anyway)."""
+    command = pickled_source_class(jvm, session, name)
+    if command is None:
+        return []
     try:
         from pyspark.serializers import CPickleSerializer  # lazy: pyspark is optional
 
-        found = session.sessionState().dataSourceManager().lookupDataSource(name)
-        command = found.dataSourceCls().command()
-        if not isinstance(command, (bytes, bytearray)):
-            tag = getattr(getattr(jvm.scala.reflect, "ClassTag$"), "MODULE$").Byte()
-            command = command.toArray(tag)
-        loaded = CPickleSerializer().loads(bytes(command))
+        loaded = CPickleSerializer().loads(command)
         cls = loaded[0] if isinstance(loaded, tuple) else loaded
+        code = digest_of(cls).fact
+    except Exception:  # the user's code, or a Spark without Python data sources
+        return []
+    facts: list[tuple[str, str]] = []
+    try:
         source = cls(dict(options))
         schema = source.schema()
         try:
@@ -241,9 +263,11 @@ def _python_offset_keys(jvm: Any, session: Any, name: str, options: dict[str, st
         except NotImplementedError:
             reader = source.simpleStreamReader(schema)
         offset = reader.initialOffset()
-    except Exception:  # the user's code, or a Spark without Python data sources
-        return None
-    return ", ".join(sorted(map(str, offset))) if isinstance(offset, dict) else None
+        if isinstance(offset, dict):
+            facts.append(("offset keys", ", ".join(sorted(map(str, offset)))))
+    except Exception:  # the user's code: it runs at start anyway
+        pass
+    return [*facts, ("code", code)]
 
 
 #: A started query's sink, by the simple name of its class: the kind recorded.

@@ -83,6 +83,10 @@ class OldQuery:
     #: the names of the operators between the sources and the sink of the query that wrote
     #: it (:func:`plan_of` its fingerprint); ``None``: not known
     plan: tuple[str, ...] | None = None
+    #: the new query's Python data source readers asked about the checkpoint's offsets, by
+    #: source position (:func:`pytest_opid.spark.query.python_offsets.read_offsets`); ``None``:
+    #: not asked (no live query)
+    readers: Mapping[int, Mapping[str, Any]] | None = None
 
 
 def stateful_operator(s: StateOperator, fp: Fingerprint, widened: bool = False) -> StatefulOperator:

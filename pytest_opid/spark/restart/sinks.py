@@ -14,7 +14,8 @@ tests/data/sources-sinks):
 * *type of output sink*: file -> Kafka/foreach allowed (the new sink sees only new data), Kafka
   or foreach -> file not (:func:`_sink_changes`, and on disk :func:`_file_sink_on_disk`);
 * *parameters of output sink*: a file sink's output directory not allowed; Kafka's topic and a
-  foreach writer's code allowed, their meaning the code's;
+  foreach writer's code allowed, their meaning the code's (:mod:`.writers`: a foreachBatch
+  function now overwriting or writing elsewhere, else not verified);
 * *projection / filter / map-like operations* and *stateful operations*: the state checks
   (:mod:`.state`, :mod:`.schemas`, :mod:`.meaning`);
 * *output mode* of a stateful query (:func:`_output_mode`): update -> append re-emits windows
@@ -52,6 +53,7 @@ from pytest_opid.spark.restart.findings import Findings
 from pytest_opid.spark.restart.new_location import check_new_location, new_location
 from pytest_opid.spark.restart.source_options import offsets_against, source_changes
 from pytest_opid.spark.restart.unkept import check_unkept
+from pytest_opid.spark.restart.writers import writer_changes
 from pytest_opid.spark.vocabulary import AGGREGATIONS
 from pytest_opid.spark.words import new_location_fix
 from pytest_opid.text import printable
@@ -101,7 +103,7 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
     if old is not None:
         _sink_changes(found, old, new, on_disk)
         _output_mode(found, old, new)
-        source_changes(found, old, new)
+        source_changes(found, old, new, checkpoint)
     elif checkpoint is not None and any(
         s.kind in AGGREGATIONS for s in found.new.state_operators or ()
     ):
@@ -392,20 +394,7 @@ def _sink_changes(found: Findings, old: Endpoints, new: Endpoints, on_disk: bool
                 )
     if was not in BUILT_IN and (old.sink.get("path") or new.sink.get("path")):
         _sink_not_built_in(found, was or "?", old.sink, new.sink)
-    if was in ("foreachBatch", "foreach") and old.sink.get("function") != new.sink.get("function"):
-        found.reinterpret(
-            RESULTS_CHANGED,
-            f"Results changed: the {was} function changed ({old.sink.get('function')} -> "
-            f"{new.sink.get('function')}). The guide allows it, and its meaning is the code's: "
-            "the batches after the restart are written by the new code (another table or "
-            "folder, other rows), the rows written before stay as the old code wrote them.\n"
-            "Fix:\n"
-            "  - if the new code writes the same rows to the same place as the old, accept the "
-            "change: pytest --snapshot-update (opid check-restore: "
-            "--allow-reinterpreted-state)\n"
-            "  - or keep the function as it was on this checkpoint",
-            name="sink",
-        )
+    writer_changes(found, old, new)
     if was == "memory" and old.sink.get("queryName") != new.sink.get("queryName"):
         found.warn(
             "sink",

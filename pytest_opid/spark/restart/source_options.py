@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+from collections.abc import Mapping
 
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import local_path
@@ -20,6 +21,7 @@ from pytest_opid.spark.restart.endpoints import (
     same_location,
 )
 from pytest_opid.spark.restart.findings import Findings
+from pytest_opid.spark.restart.source_files import logged_files, under, unread_formats
 from pytest_opid.spark.restart.unkept import RATE_LIMITS
 from pytest_opid.spark.words import new_location_fix
 from pytest_opid.text import printable
@@ -28,9 +30,12 @@ from pytest_opid.text import printable
 _KAFKA_SUBSCRIPTION = ("subscribe", "subscribepattern", "assign")
 
 
-def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
+def source_changes(
+    found: Findings, old: Endpoints, new: Endpoints, checkpoint: Checkpoint | None = None
+) -> None:
     """The guide's *parameters of input sources*: rate limits may change; what is read (files,
-    topics, a rate's rows) may not."""
+    topics, a rate's rows) may not. With the ``checkpoint``, a file source's format changed
+    on its folder is judged by the files the restarted query reads next."""
     for position, facts in sorted(new.sources.items()):
         before = old.sources.get(position)
         if before is None:
@@ -39,7 +44,12 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
         if before.get("format") != fmt:
             file_sources = "class" not in facts and "class" not in before
             same_folder = same_location(before.get("path"), facts.get("path"))
-            if file_sources and "path" in facts and same_folder:
+            if (
+                file_sources
+                and "path" in facts
+                and same_folder
+                and not next_files_fit(found, checkpoint, position, facts)
+            ):
                 found.reinterpret(
                     RESULTS_CHANGED,
                     f"Results changed: source {position} reads {printable(facts['path'])} as "
@@ -103,6 +113,31 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
                     + _SOURCE_OPTION_WORDS.get(key, "allowed; it applies from the restart on."),
                     name=str(position),
                 )
+
+
+def next_files_fit(
+    found: Findings, checkpoint: Checkpoint | None, position: int, facts: Mapping[str, str]
+) -> bool:
+    """A file source's format changed on its folder, where every file the restarted query
+    reads next (under its path, not in its log) is of the new format by its name: the files
+    of the old format are in the log, and ``FileStreamSource`` never reads them again. Warns
+    and returns True then; False where that is not shown."""
+    fmt, path = facts.get("format"), facts.get("path")
+    if checkpoint is None or fmt is None or path is None or position >= len(checkpoint.sources):
+        return False
+    saved = checkpoint.sources[position]
+    formats = unread_formats(checkpoint, saved.source_id, _json(saved.offset), path)
+    if not formats or formats != {fmt}:
+        return False
+    found.warn(
+        "sources",
+        f"Source {position} now reads {printable(path)} as {fmt}: the files its log names "
+        f"(the old format's) are not read again, and the files there it has not read are "
+        f"{fmt} files by their names. Files of the old format that arrive later are read as "
+        f"{fmt} (wrong or null rows).",
+        name=str(position),
+    )
+    return True
 
 
 def _fields(schema: str | None) -> list[tuple[str, str]] | None:
@@ -196,6 +231,8 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
             )
         elif fmt == "kafka" and isinstance(value, dict):
             _kafka_offsets(found, new, position, value)
+        elif "class" in facts and _python_reader(found, position, fmt, saved.offset, value):
+            pass
         elif "offset keys" in facts and isinstance(value, dict):
             keys = ", ".join(sorted(map(str, value)))
             if keys != facts["offset keys"]:
@@ -210,8 +247,7 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     "(rows duplicated) or skips ahead (rows lost).\n"
                     "Fix:\n"
                     "  - keep the offset's layout (its keys) as the checkpoint has it, or read "
-                    "the old layout too and convert it\n"
-                    + new_location_fix(),
+                    "the old layout too and convert it\n" + new_location_fix(),
                     name=str(position),
                 )
         elif (
@@ -232,10 +268,24 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                 'cleanSource="archive" / "delete", which Spark does after a batch)',
                 name=str(position),
             )
+        elif saved.files == () and "path" in facts and not _is_glob(facts["path"]):
+            moved_after_no_file(found, checkpoint, saved.source_id, position, facts["path"], value)
         elif saved.files and "path" in facts and _is_glob(facts["path"]):
             pattern = facts["path"]
             outside = [f for f in saved.files if not _glob_matches(pattern, f)]
-            if outside:
+            if outside and (new.option(position, "fileNameOnly") or "").lower() == "true":
+                # FileStreamSource's SeenFilesMap keeps (and checks) a file's name only
+                found.warn(
+                    "sources",
+                    f"Source {position} now reads the glob {printable(pattern)}, which does "
+                    f"not match the files the checkpoint's last batch read "
+                    f"({printable(outside[0])}). With fileNameOnly=true {found.spark} knows "
+                    "files by their name: a file under the glob with the name of one it read "
+                    "is skipped (copied history is not read again), one with a new name is "
+                    "read; the files left unread in the old folder are never read.",
+                    name=str(position),
+                )
+            elif outside:
                 found.reinterpret(
                     ROWS_DUPLICATED,
                     f"Rows duplicated: source {position} now reads the glob "
@@ -249,6 +299,106 @@ def offsets_against(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> 
                     + new_location_fix(),
                     name=str(position),
                 )
+
+
+def moved_after_no_file(
+    found: Findings,
+    checkpoint: Checkpoint,
+    source_id: str,
+    position: int,
+    path: str,
+    offset: object,
+) -> None:
+    """A file source moved to another folder where the checkpoint's last committed batch read
+    no file (a batch that only advanced the watermark, or found nothing new): Spark lists that
+    batch's files again under the new path (``FileStreamSource.getBatch``), finds none, and
+    restarts without "Wrong basePath"; then it reads every file under the new path that its
+    log does not name by its full path, and never the files left in the old one. Judged
+    against every file the log names (``sources/<n>``), whatever batch the restart follows."""
+    read = logged_files(checkpoint, source_id, offset)
+    outside = [f for f in read or () if not under(f, path)]
+    if not outside:
+        return
+    found.reinterpret(
+        RESULTS_CHANGED,
+        f"Rows lost or duplicated: source {position} now reads {printable(path)}, and the files "
+        f"its log names were read from elsewhere ({printable(outside[0])}, "
+        f"{len(outside)} of {len(read or ())}). The checkpoint's last committed batch read "
+        f'no file, so {found.spark} restarts without a word (no "Wrong basePath": it lists that '
+        f"batch's files again under the new path and finds none); then it reads every file "
+        f"under {printable(path)} that its log does not name by its full path (history copied "
+        "there is read again: rows duplicated, an aggregation counts them twice) and never "
+        "the files left unread in the old folder (rows lost).\n"
+        "Fix:\n"
+        "  - keep reading the old path (move the new input under it)\n" + new_location_fix(),
+        name=str(position),
+    )
+
+
+def _python_reader(
+    found: Findings, position: int, fmt: str | None, text: str | None, offset: object
+) -> bool:
+    """A Python data source's new reader asked about the checkpoint's offset
+    (:mod:`pytest_opid.spark.query.python_offsets`), as the first batch after the restart asks
+    it (``latestOffset(start, limit)``): it fails on it (Spark stops the query the same way),
+    or answers an end before the start at a number the two offsets share (it counts them in
+    another unit: the rows between are never read). Returns whether it found either."""
+    answer = (found.old.readers or {}).get(position)
+    if answer is None or not isinstance(offset, dict):
+        return False
+    label = f"source {position} ({printable(fmt or '?')}, a Python data source)"
+    shown = printable(text or "-")
+    if "failed" in answer:
+        found.problem(
+            "sources",
+            f"{found.spark} stops the restarted query: {label}'s reader fails on the "
+            f"checkpoint's offset {shown} (latestOffset(start, limit), which the first batch "
+            f"after the restart calls with it): {printable(str(answer['failed']))}. Spark "
+            "hands the reader the offset its old version wrote, as it is.\n"
+            "Fix:\n"
+            "  - read the old offset's layout too (its keys) and convert it\n" + new_location_fix(),
+            name=str(position),
+        )
+        return True
+    latest = answer.get("latest")
+    behind = _behind(offset, latest)
+    if behind is None:
+        return False
+    found.reinterpret(
+        ROWS_LOST,
+        f"Rows lost: {label}'s new reader, asked where the input ends from the checkpoint's "
+        f"offset {shown} (latestOffset, as the first batch after the restart asks it), "
+        f"answers {printable(json.dumps(latest))}: {behind} is behind where the checkpoint "
+        "says the query was. It reads the offsets in another unit than the reader that wrote "
+        f"them, and {found.spark} hands it the batches from the checkpoint's offset on: the "
+        "rows in between are never read.\n"
+        "Fix:\n"
+        "  - keep the offsets' unit as the checkpoint has it, or convert the old offset when "
+        "the reader reads it\n" + new_location_fix(),
+        name=str(position),
+    )
+    return True
+
+
+def _behind(start: dict, latest: object) -> str | None:
+    """The first number of ``latest`` below the same key's number in ``start`` (keys of
+    nested objects joined by dots), as text; ``None`` where there is none."""
+    if not isinstance(latest, dict):
+        return None
+    pending: list[tuple[str, object, object]] = [("", start, latest)]
+    while pending:
+        where, a, b = pending.pop(0)
+        if isinstance(a, dict) and isinstance(b, dict):
+            pending += [(f"{where}.{k}" if where else str(k), a[k], b[k]) for k in a if k in b]
+        elif (
+            type(a) in (int, float)
+            and type(b) in (int, float)
+            and isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and b < a
+        ):
+            return f"{where} {b} < {a}"
+    return None
 
 
 def _kafka_offsets(found: Findings, new: Endpoints, position: int, offsets: dict) -> None:

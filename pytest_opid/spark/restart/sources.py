@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Sequence
 
 from pytest_opid.io.location_identity import qualified_location
-from pytest_opid.snapshot_locations import matches_kept
+from pytest_opid.snapshot_locations import is_kept_form, matches_kept
 from pytest_opid.spark.restart.findings import Findings, OldSource
 from pytest_opid.spark.source_entries import Source, parse_source
 from pytest_opid.spark.vocabulary import (
@@ -47,7 +47,7 @@ def _base_moved(previous: str | None, new: str | None) -> bool:
     if not previous or not new or any(c in new for c in "*?[{"):
         return False
     base = qualified_path(new).rstrip("/")
-    if previous.startswith(SHORTENED) or new.startswith(SHORTENED):
+    if is_kept_form(previous) or is_kept_form(new):
         return True  # the folders' names differ (same_path), their parents are not known
     old = qualified_path(previous).rstrip("/")
     if _temporary(old) and _temporary(base):

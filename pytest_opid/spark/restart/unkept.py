@@ -12,12 +12,14 @@ or the record ``opid record-deploy`` leaves in the checkpoint) shows whether it 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.sink_log import format_of
 from pytest_opid.spark.restart.endpoints import RESULTS_CHANGED, Endpoints, endpoints_of
 from pytest_opid.spark.restart.findings import Findings, plan_of
+from pytest_opid.spark.restart.source_files import unread_formats
 from pytest_opid.text import printable
 
 #: Source options that only limit how much a batch reads (the guide allows changing them).
@@ -52,21 +54,9 @@ def check_unkept(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> Non
         _plan_changes(found, found.old.plan)
     old = endpoints_of(found.old.endpoints)
     if old is not None and found.old.plan is not None:
-        python = [
-            f"source {position} ({printable(facts.get('format', '?'))})"
-            for position, facts in sorted(new.sources.items())
-            if "PythonDataSource" in facts.get("class", "")
-        ]
-        if python:
-            found.unverify(
-                "endpoints",
-                f"Not compared: the code of {', '.join(python)}, a Python data source, which "
-                "no fingerprint records (only its name, options and offset keys): what its "
-                "offsets mean (rows, files, positions) decides where the restarted reader "
-                f"continues, and {found.spark} hands it the checkpoint's offset as it is. "
-                "Check that the reader reads the offsets the old one wrote the same way.",
-                name="endpoints",
-            )
+        for position, source in sorted(new.sources.items()):
+            if "PythonDataSource" in source.get("class", ""):
+                _python_source(found, checkpoint, position, old.sources.get(position), source)
         return
     sink_known = old is not None and old.sink is not None
     facts: list[str] = []
@@ -84,6 +74,66 @@ def check_unkept(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> Non
         "repeats or changes rows without a word (a foreachBatch function writing elsewhere, "
         "a source column renamed, rate's rowsPerSecond raised, a filter added: the rows "
         "already in the sink stay as the old query made them). " + _HOW,
+        name="endpoints",
+    )
+
+
+def _python_source(
+    found: Findings,
+    checkpoint: Checkpoint,
+    position: int,
+    before: Mapping[str, str] | None,
+    facts: Mapping[str, str],
+) -> None:
+    """A Python data source against the query that wrote the checkpoint: the same code (the
+    digest of its class and reader), options and offset keys, nothing to say; otherwise not
+    verified, saying what changed and what its new reader answered on the checkpoint's offset
+    (a reader that fails on it, or answers an end before it, is a finding of its own)."""
+    if any(p.name == str(position) for p in (*found.problems, *found.reinterpreted)):
+        return  # already judged from what its reader answered
+    before = before or {}
+    if (
+        before.get("code") is not None
+        and before.get("code") == facts.get("code")
+        and all(before.get(k) == v for k, v in facts.items() if k.startswith("option "))
+        and before.get("offset keys") == facts.get("offset keys")
+    ):
+        return
+    label = f"source {position} ({printable(facts.get('format', '?'))}, a Python data source)"
+    if before.get("code") is None or facts.get("code") is None:
+        changed = (
+            f"the code of {label} was not compared: "
+            + ("the query that wrote the checkpoint" if before.get("code") is None else "it")
+            + " has no recorded digest of it"
+        )
+    elif before.get("code") != facts.get("code"):
+        changed = (
+            f"the code of {label} changed (digest {printable(before['code'])} -> "
+            f"{printable(facts['code'])})"
+        )
+    else:
+        changed = f"the options or offset keys of {label} changed"
+    saved = checkpoint.sources[position] if position < len(checkpoint.sources) else None
+    offset = printable((saved.offset if saved else None) or "-")
+    answer = (found.old.readers or {}).get(position)
+    if answer is None:
+        asked = "its new reader was not asked (no live query: a saved fingerprint)"
+    elif "error" in answer:
+        asked = f"its new reader was not asked: {printable(str(answer['error']))}"
+    else:
+        asked = (
+            f"its new reader, asked from the checkpoint's offset {offset}, answers "
+            f"latestOffset {printable(json.dumps(answer.get('latest')))} (initialOffset "
+            f"{printable(json.dumps(answer.get('initial')))}): neither fails nor goes back"
+        )
+    found.unverify(
+        "endpoints",
+        f"Not verified: {changed}; {asked}. Whether it counts the checkpoint's offset {offset} "
+        "in the same unit and under the same keys as the reader that wrote it (rows, files, "
+        f"positions) is its code's, and was not shown: {found.spark} hands the reader that "
+        "offset as it is, and a reader that reads it as another position reads rows again "
+        "or skips them. Check that the new reader reads the offsets the old one wrote the "
+        "same way, then accept it (in pytest: allow_unverified=True).",
         name="endpoints",
     )
 
@@ -151,6 +201,21 @@ def _format_shown(
     (read,) = formats
     if read == fmt:
         return True
+    saved = checkpoint.sources[position]
+    path = source.get("path")
+    offset = _offset(saved.offset)
+    coming = None if path is None else unread_formats(checkpoint, saved.source_id, offset, path)
+    if coming and coming == {fmt}:
+        # the files of the old format are in the log: FileStreamSource never reads them again
+        found.warn(
+            "sources",
+            f"Source {position} now reads {printable(path or '?')} as {fmt}, and the files the "
+            f"checkpoint's last batch read from it are {read} files: they are not read again, "
+            f"and the files there it has not read are {fmt} files by their names. Files of "
+            f"the old format that arrive later are read as {fmt} (wrong or null rows).",
+            name=str(position),
+        )
+        return True
     found.reinterpret(
         RESULTS_CHANGED,
         f"Results changed: source {position} now reads {printable(source.get('path', '?'))} "
@@ -164,6 +229,13 @@ def _format_shown(
         name=str(position),
     )
     return True
+
+
+def _offset(text: str | None) -> object:
+    try:
+        return json.loads(text or "")
+    except ValueError:
+        return None
 
 
 def _plan_changes(found: Findings, was: tuple[str, ...]) -> None:

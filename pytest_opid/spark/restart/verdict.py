@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.result import (
@@ -99,6 +100,7 @@ def check_checkpoint(
     planned: bool = False,
     previous: Fingerprint | None = None,
     samples: Mapping[int, StateSample] | None = None,
+    readers: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> RestoreCheck:
     """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``.
     ``planned``: ``new`` was planned with the settings the checkpoint pins, as Spark plans a
@@ -107,7 +109,8 @@ def check_checkpoint(
     a key or aggregate expression under the same name) is checked against ``previous``, the
     fingerprint of the query that wrote the checkpoint, where given, else against what
     ``samples`` of the state's rows show (a window's bounds), and otherwise said to be
-    unverified."""
+    unverified. ``readers``: what the new query's Python data source readers answer on the
+    checkpoint's offsets."""
     _require_streaming(new, "a checkpoint")
     new = current(new)  # in the newest line's names, as the checkpoint's metadata, and
     meanings: dict[int, StateOperator] = {}
@@ -161,6 +164,7 @@ def check_checkpoint(
         endpoints=None if previous is None else previous.endpoints,
         samples=samples,
         plan=None if previous is None else plan_of(previous),
+        readers=readers,
     )
     exact = widened or planned or not _widened_by_its_spark(new)
     partitions = int(shuffle) if shuffle and shuffle.isdigit() else None

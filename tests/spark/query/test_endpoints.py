@@ -83,6 +83,41 @@ def test_foreach_batch_is_recorded_by_its_code(source: Any) -> None:
     assert first["function"] != other["function"]
 
 
+def test_foreach_writers_are_recorded_by_the_users_code(source: Any) -> None:
+    """Not by PySpark's wrapper (``func_without_process`` / ``func_with_open_process_close``),
+    which is the same for every writer: a changed function or writer object changes the
+    digest, the same one keeps it."""
+
+    def keep(row: Any) -> None:
+        print(row.id)
+
+    def changed(row: Any) -> None:
+        print(row.id + 1)
+
+    class Writer:
+        def open(self, partition_id: int, epoch_id: int) -> bool:
+            return True
+
+        def process(self, row: Any) -> None:
+            print(row.id)
+
+    class Skipping(Writer):
+        def process(self, row: Any) -> None:
+            if row.id % 2:
+                print(row.id)
+
+    def digest(writer: Any) -> str:
+        fp = pytest_opid.fingerprint(source.writeStream.foreach(writer))
+        sink = facts(fp, "sink")
+        assert sink["kind"] == "foreach"
+        assert sink["function"].endswith("(source)"), sink
+        return sink["function"]
+
+    assert digest(keep) == digest(keep)
+    assert digest(Writer()) == digest(Writer())
+    assert len({digest(keep), digest(changed), digest(Writer()), digest(Skipping())}) == 4
+
+
 def test_a_stateful_writer_is_planned_in_its_output_mode(spark: Any) -> None:
     counts = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
     counts = counts.groupBy((counts.value % 3).alias("k")).count()
