@@ -89,7 +89,12 @@ class SparkRestore:
             record = read_record(previous, checkpoint)
             written_by = record.fingerprint if record is not None else None
         if isinstance(program, Fingerprint):
-            return with_record(record, check_checkpoint(checkpoint, program, previous=written_by))
+            return with_record(
+                record,
+                check_checkpoint(
+                    checkpoint, program, previous=written_by, here=options.restarts_on_previous
+                ),
+            )
         planned: Fingerprint | None
         # A Connect DataFrame's session too: its conf is the server-side session's, which the
         # replay plans in (or copies, replaying a remote plan locally).
@@ -106,11 +111,20 @@ class SparkRestore:
                 samples = read_samples_from_store(session, previous, checkpoint)
         if planned is None:
             check = check_checkpoint(
-                checkpoint, fingerprint(program), previous=written_by, samples=samples
+                checkpoint,
+                fingerprint(program),
+                previous=written_by,
+                samples=samples,
+                here=options.restarts_on_previous,
             )
         else:
             check = check_checkpoint(
-                checkpoint, planned, planned=True, previous=written_by, samples=samples
+                checkpoint,
+                planned,
+                planned=True,
+                previous=written_by,
+                samples=samples,
+                here=options.restarts_on_previous,
             )
         return with_record(record, check)
 
