@@ -76,6 +76,10 @@ class RestoreOptions:
     #: the fingerprint of the job that wrote previous state on disk, for what that state does
     #: not keep (a Spark checkpoint keeps no window or key expression)
     previous_fingerprint: Fingerprint | None = None
+    #: the program restarts on the previous state given, whatever location it names itself
+    #: (a test's writer names a test folder; the marker's previous= is a copy of production's
+    #: Spark checkpoint, the one it restarts on)
+    restarts_on_previous: bool = False
 
 
 class RestoreEntrance(Protocol):

@@ -29,6 +29,7 @@ def check_restore(
     *,
     allow_non_restored_state: bool = False,
     previous_fingerprint: Any = None,
+    restarts_on_previous: bool = False,
 ) -> RestoreCheck:
     """The engine's verdict on restoring ``program`` from ``previous``.
 
@@ -41,6 +42,9 @@ def check_restore(
     ``previous_fingerprint``: the fingerprint (or a saved one, a snapshot) of the job that
     wrote ``previous``, for what the state on disk does not keep (a Spark checkpoint keeps no
     window or key expression); it is checked to be that job's first.
+    ``restarts_on_previous``: judge the program as restarting on ``previous`` even where it
+    names another checkpoint location (a test's ``DataStreamWriter`` and the repository's copy
+    of production's checkpoint); otherwise Spark would start it there as a new query.
 
     :attr:`RestoreCheck.safe` is ``True`` only where the state's meaning was verified too,
     ``None`` where the engine restores but that could not be checked.
@@ -52,7 +56,7 @@ def check_restore(
             if isinstance(previous_fingerprint, Fingerprint)
             else fingerprint(previous_fingerprint)
         )
-    options = RestoreOptions(allow_non_restored_state, was)
+    options = RestoreOptions(allow_non_restored_state, was, restarts_on_previous)
     if isinstance(previous, (str, os.PathLike, Location)):
         path = locate(previous) if isinstance(previous, Location) else path_or_location(previous)
         if not path.exists():

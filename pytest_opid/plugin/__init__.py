@@ -95,6 +95,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "change is still reported as a warning",
     )
     group.addoption(
+        "--opid-deployed",
+        action="store_true",
+        default=False,
+        dest="opid_deployed",
+        help="with --snapshot-update, on a checkout of the version that wrote previous='s "
+        "checkpoint: a marked test with previous= and no snapshot yet records its snapshot as "
+        "that version's (the restart is still checked against the checkpoint)",
+    )
+    group.addoption(
         "--opid-check",
         choices=CHECKS,
         default=None,
@@ -132,6 +141,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "state the new job drops; name= names the snapshot. After a safe deploy, accept "
         "the change: pytest --snapshot-update",
     )
+    if config.getoption("opid_deployed") and not config.getoption("update_snapshots", False):
+        raise pytest.UsageError(
+            "--opid-deployed records the deployed version's snapshots: give it with "
+            "--snapshot-update"
+        )
     check = config.getoption("opid_check") or config.getini("opid_check") or "default"
     if check not in CHECKS:
         raise pytest.UsageError(f"opid_check must be one of {', '.join(CHECKS)}, got {check!r}")

@@ -288,20 +288,28 @@ class Recorder:
         # its state means.
         owner = engine_for_state(path) if path.exists() else None
         with_plan = owner is not None and not owner.restore.keeps_plan
+        deployed = bool(self._item.config.getoption("opid_deployed", False))
         failures = []
         for entry in self._entries:
             written_by = self._snapshots.get(entry.key) if with_plan else None
+            first = with_plan and written_by is None
+            if first and deployed:  # the user says: this checkout wrote the checkpoint
+                written_by = entry.fingerprint
             try:
                 result = check_restore(
                     path,
                     entry.fingerprint,
                     allow_non_restored_state=allow,
                     previous_fingerprint=written_by,
+                    # the test's writer names a test folder: it restarts on previous=
+                    restarts_on_previous=True,
                 )
             except OpidError as exc:
                 failures.append(f"Restore from {where}: {exc}")
                 continue
             failure = self._restore_failure(result, where, accept, self._allow_unverified())
+            if failure is not None and first and not result.meaning_verified:
+                failure = _first_snapshot(where, self._item.nodeid, result)
             if failure is not None:
                 shown = None
                 if result.restorable and not result.meaning_verified:
@@ -511,6 +519,23 @@ class Recorder:
             suffix = "" if entry.key == 0 else f"[{entry.key}]"
             title = f"{self._item.nodeid}{suffix}"
             session.blocks.append([title, render_topology(title, entry.fingerprint)])
+
+
+def _first_snapshot(where: str, nodeid: str, result: RestoreCheck) -> str:
+    """The failure of a ``previous=`` check that could not verify the state's meaning because
+    the test has no snapshot yet: the snapshot of the version that wrote the checkpoint is
+    what verifies it, and how to record it."""
+    from pytest_opid.render.restore import render_restore
+
+    return (
+        f"Restore from {where}: restorable, but what the state means was not verified: this "
+        "test has no snapshot yet, and previous= verifies it against the snapshot of the "
+        "version that wrote the checkpoint. Record that version's snapshot first: check out "
+        f"the deployed version and run pytest --snapshot-update --opid-deployed {nodeid} "
+        "(previous= is still checked), then come back to the change and run pytest (or keep "
+        "the deployed query in the checkpoint at deploy: opid record-deploy).\n"
+        f"{render_restore(result)}"
+    )
 
 
 def without_version_warning(restore: RestoreCheck) -> RestoreCheck:

@@ -90,7 +90,12 @@ class SparkRestore:
             record = read_record(previous, checkpoint)
             written_by = record.fingerprint if record is not None else None
         if isinstance(program, Fingerprint):
-            return with_record(record, check_checkpoint(checkpoint, program, previous=written_by))
+            return with_record(
+                record,
+                check_checkpoint(
+                    checkpoint, program, previous=written_by, here=options.restarts_on_previous
+                ),
+            )
         planned: Fingerprint | None
         # A Connect DataFrame's session too: its conf is the server-side session's, which the
         # replay plans in (or copies, replaying a remote plan locally).
@@ -117,6 +122,7 @@ class SparkRestore:
             previous=written_by,
             samples=samples,
             readers=readers,
+            here=options.restarts_on_previous,
         )
         return with_record(record, check)
 

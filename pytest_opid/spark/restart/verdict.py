@@ -101,8 +101,10 @@ def check_checkpoint(
     previous: Fingerprint | None = None,
     samples: Mapping[int, StateSample] | None = None,
     readers: Mapping[int, Mapping[str, Any]] | None = None,
+    here: bool = False,
 ) -> RestoreCheck:
-    """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``.
+    """The judged Spark line's verdict on restarting the query of ``new`` on ``checkpoint``
+    (``here``: on it even where ``new``'s writer names another checkpoint location).
     ``planned``: ``new`` was planned with the settings the checkpoint pins, as Spark plans a
     restarted query (``_check_program`` in :mod:`pytest_opid.spark`). The checkpoint
     keeps the state's schemas and field names, not the plan: what the state means (a window,
@@ -168,7 +170,7 @@ def check_checkpoint(
     )
     exact = widened or planned or not _widened_by_its_spark(new)
     partitions = int(shuffle) if shuffle and shuffle.isdigit() else None
-    return _judge(Findings(old, new, partitions, nullability_exact=exact), checkpoint)
+    return _judge(Findings(old, new, partitions, nullability_exact=exact), checkpoint, here)
 
 
 def _written_meaning(
@@ -316,11 +318,13 @@ def _judge_state_given(found: Findings, checkpoint: Checkpoint, moved: str) -> N
         )
 
 
-def _judge(found: Findings, checkpoint: Checkpoint | None = None) -> RestoreCheck:
+def _judge(
+    found: Findings, checkpoint: Checkpoint | None = None, here: bool = False
+) -> RestoreCheck:
     verified: tuple[str, ...] = ()
     # refused when the query starts, before any state is read: the same on every route
     check_output_mode(found)
-    moved = new_location(found, checkpoint)
+    moved = None if here else new_location(found, checkpoint)
     if moved is not None:
         # Spark starts the query as a new one there: the old checkpoint's state and offsets
         # are not read, and what the sources read again reaches the sink again.
