@@ -3,9 +3,10 @@ source and sink carry the nine credentials the issue found written verbatim, and
 and checkpoint location with ``user:password@``, go through everything pytest-opid writes:
 the snapshot a marked test records and its failure report (text and JUnit XML), the saved
 fingerprint, the deploy record (from the query and from an old saved fingerprint that holds
-the values verbatim), ``opid fingerprint``, ``opid diff`` and ``opid check-restore``, text and
-``--json``. None of the planted secrets is found in any of it. And a deploy record that is not
-JSON (the path of a local saved fingerprint) is set aside with one line, never followed."""
+the values verbatim), the pictures (``opid render``: SVG, HTML), ``opid fingerprint``, ``opid
+diff`` and ``opid check-restore``, text and ``--json``. None of the planted secrets is found
+in any of it. And a deploy record that is not JSON (the path of a local saved fingerprint) is
+set aside with one line, never followed."""
 
 from __future__ import annotations
 
@@ -147,6 +148,8 @@ def test_nothing_written_holds_a_planted_secret(
         run("fingerprint", *program),
         run("fingerprint", "--json", *program),
         run("fingerprint", "--json", str(old)),
+        run("render", str(old)),
+        run("render", "--format", "html", "-o", str(tmp_path / "picture.html"), str(old)),
         run("diff", str(old), str(new)),
         run("diff", "--json", str(old), str(new)),
         run("check-restore", str(checkpoint), *program),
