@@ -3,9 +3,10 @@ source and sink carry the nine credentials the issue found written verbatim, and
 and checkpoint location with ``user:password@``, go through everything pytest-opid writes:
 the snapshot a marked test records and its failure report (text and JUnit XML), the saved
 fingerprint, the deploy record (from the query and from an old saved fingerprint that holds
-the values verbatim), ``opid fingerprint``, ``opid diff`` and ``opid check-restore``, text and
-``--json``. None of the planted secrets is found in any of it. And a deploy record that is not
-JSON (the path of a local saved fingerprint) is set aside with one line, never followed."""
+the values verbatim), the pictures (``opid render``: SVG, HTML), ``opid fingerprint``, ``opid
+diff`` and ``opid check-restore``, text and ``--json``. None of the planted secrets is found
+in any of it. And a deploy record that is not JSON (the path of a local saved fingerprint) is
+set aside with one line, never followed."""
 
 from __future__ import annotations
 
@@ -127,8 +128,6 @@ def test_nothing_written_holds_a_planted_secret(
         )
         result.assert_outcomes(**({"passed": 1} if update else {"failed": 1}))
         outputs.append(result.stdout.str() + result.stderr.str())
-    (snapshot,) = pytester.path.rglob("*.opid")
-    assert "scrypt:" in snapshot.read_text(encoding="utf-8")
 
     # saved fingerprints: the new one, and one written before the digests (planted)
     fp = pytest_opid.fingerprint(secret_job.job(spark.newSession(), str(folder), SINK, CHECKPOINT))
@@ -147,6 +146,8 @@ def test_nothing_written_holds_a_planted_secret(
         run("fingerprint", *program),
         run("fingerprint", "--json", *program),
         run("fingerprint", "--json", str(old)),
+        run("render", str(old)),
+        run("render", "--format", "html", "-o", str(tmp_path / "picture.html"), str(old)),
         run("diff", str(old), str(new)),
         run("diff", "--json", str(old), str(new)),
         run("check-restore", str(checkpoint), *program),
@@ -173,6 +174,8 @@ def test_nothing_written_holds_a_planted_secret(
     assert len(written) >= 6  # the records (twice), report.xml, the snapshot, new.json...
     found = sorted({part for text in written + outputs for part in PLANTED if part in text})
     assert found == []
+    (snapshot,) = pytester.path.rglob("*.opid")
+    assert "scrypt:" in snapshot.read_text(encoding="utf-8")
 
 
 def test_a_record_that_is_not_json_is_never_followed_to_a_local_file(
