@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_opid.restore import check_restore
+from pytest_opid.spark.checkpoint.read import read_checkpoint
 from tests.storage import azurite
 from tests.storage.samples import DATA, SPARK_SAMPLE, cases, run_cli, same_as_local, tarballs
 
@@ -156,6 +157,8 @@ def test_a_sas_token_in_the_url_reads_and_is_in_no_output(
             assert secret not in out and secret not in err
     copied = [p for p in slim.rglob("*") if p.is_file()]
     assert copied
+    # the copy knows the URL it was copied from, without its token
+    assert read_checkpoint(slim).copied_from == bare
     for path in copied:
         assert sig.encode() not in path.read_bytes()
 

@@ -136,8 +136,11 @@ def test_slim_copy_from_the_store_is_the_local_one(env, capsys, tmp_path) -> Non
     files = {p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*")}
     assert files == {p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*")}
     for rel in files:
-        if (tmp_path / "a" / rel).is_file():
+        if (tmp_path / "a" / rel).is_file() and rel.name != "_opid_slim.json":
             assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    # each copy knows where it was copied from
+    assert read_checkpoint(tmp_path / "a").copied_from == str(local)
+    assert read_checkpoint(tmp_path / "b").copied_from == f"s3a://{key}"
 
 
 def _one_line_exit_2(capsys, *argv: str, within: float = 30.0) -> str:

@@ -338,7 +338,11 @@ def _judge(
             tuple(found.problems),
             tuple(found.warnings),
             tuple(found.reinterpreted),
-            ("checkpoint location", "sink", "sources"),
+            tuple(
+                what
+                for what in ("checkpoint location", "sink", "sources")
+                if not any(u.kind == what for u in found.unverified)
+            ),
             tuple(found.unverified) if not found.problems else (),
             resumes=(
                 f"{found.spark} starts the new query on a new checkpoint location "
