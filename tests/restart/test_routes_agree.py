@@ -54,7 +54,7 @@ SAMPLE = (
     "sink-restarts/fb_function_changed_folder",
 )
 
-TEST = '''
+TEST = """
 import json
 import os
 
@@ -82,7 +82,7 @@ def test_fixture(spark, opid, given):
         pytest.skip("B only")
     previous = {snapshot!r} if given == "previous" else None
     opid.check_restore(build(spark, "b"), previous=CKPT, previous_fingerprint=previous)
-'''
+"""
 
 
 def _pairs() -> list[Any]:
