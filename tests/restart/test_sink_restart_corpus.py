@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
+import linecache
 import shutil
 import tarfile
 from collections.abc import Iterator
@@ -116,9 +118,13 @@ def session_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
 
 
 def writer_of(spark: Any, code: str, paths: dict[str, str]) -> Any:
-    """B's ``build(spark, paths)`` (the corpus's own code): its DataStreamWriter, not started."""
+    """B's ``build(spark, paths)`` (the corpus's own code): its DataStreamWriter, not started.
+    Its source is registered in :mod:`linecache`, as a module's is found on disk, so that a
+    foreachBatch function's writes are read from it."""
+    name = f"<build {hashlib.sha256(code.encode()).hexdigest()[:12]}>"
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
     scope: dict[str, Any] = {}
-    exec(compile(code, "<b_code>", "exec"), scope)
+    exec(compile(code, name, "exec"), scope)
     return scope["build"](spark, paths)
 
 

@@ -114,6 +114,8 @@ def ask_reader(request: bytes) -> dict[str, Any]:
                 "returns the end offset with the rows, and was not run"}  # fmt: skip
     start = json.loads(offset)
     out: dict[str, Any] = {"initial": _plain(reader.initialOffset())}
+    # the calls by the names PythonStreamingSourceRunner's errors give them
+    out["failed_in"] = "latestOffset"
     try:
         # python_streaming_source_runner: latestOffset() without parameters is the old
         # signature (no admission control), else latestOffset(start, limit)
@@ -122,10 +124,13 @@ def ask_reader(request: bytes) -> dict[str, Any]:
         else:
             latest = reader.latestOffset()
         out["latest"] = _plain(latest)
+        out["failed_in"] = "planPartitions"
         if latest != start:  # the batch Spark then plans: planInputPartitions(start, end)
             reader.partitions(start, latest)
     except Exception as exc:  # the reader fails on the checkpoint's offset: Spark's does too
         out["failed"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return out
+    del out["failed_in"]
     return out
 
 

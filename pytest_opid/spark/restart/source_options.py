@@ -349,12 +349,15 @@ def _python_reader(
     label = f"source {position} ({printable(fmt or '?')}, a Python data source)"
     shown = printable(text or "-")
     if "failed" in answer:
+        step = str(answer.get("failed_in", "latestOffset"))
         found.problem(
             "sources",
-            f"{found.spark} stops the restarted query: {label}'s reader fails on the "
-            f"checkpoint's offset {shown} (latestOffset(start, limit), which the first batch "
-            f"after the restart calls with it): {printable(str(answer['failed']))}. Spark "
-            "hands the reader the offset its old version wrote, as it is.\n"
+            f"{found.spark} stops the restarted query with "
+            "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data "
+            f"source perform {printable(step)}: {label}'s new reader fails on the checkpoint's "
+            f"offset {shown} ({printable(str(answer['failed']))}), which the first batch after "
+            "the restart hands it (latestOffset(start, limit), then partitions(start, end)) as "
+            "the old reader wrote it.\n"
             "Fix:\n"
             "  - read the old offset's layout too (its keys) and convert it\n" + new_location_fix(),
             name=str(position),

@@ -43,7 +43,10 @@ EXPECTED = {
     # a file source moved after a batch that read no file
     "src_path_changed_after_nodata": ("results_changed", ("read no file", "in2")),
     # a Python data source's offsets, as its new reader reads the checkpoint's
-    "pyds_offset_key_renamed_strict": ("refused", ("reader fails", "KeyError")),
+    "pyds_offset_key_renamed_strict": (
+        "refused",
+        ("PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR", "KeyError"),
+    ),
     "pyds_offset_unit_changed": ("rows_lost", ("new reader", "behind")),
     "pyds_offset_unit_scaled_up": ("unverified", ("changed (digest", "was not shown")),
     "pyds_control": ("safe", ()),
