@@ -393,15 +393,13 @@ def _behind(start: dict, latest: object) -> str | None:
         where, a, b = pending.pop(0)
         if isinstance(a, dict) and isinstance(b, dict):
             pending += [(f"{where}.{k}" if where else str(k), a[k], b[k]) for k in a if k in b]
-        elif (
-            type(a) in (int, float)
-            and type(b) in (int, float)
-            and isinstance(a, (int, float))
-            and isinstance(b, (int, float))
-            and b < a
-        ):
+        elif _number(a) and _number(b) and b < a:  # type: ignore[operator]
             return f"{where} {b} < {a}"
     return None
+
+
+def _number(value: object) -> bool:
+    return type(value) in (int, float)
 
 
 def _kafka_offsets(found: Findings, new: Endpoints, position: int, offsets: dict) -> None:
