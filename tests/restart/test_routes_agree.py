@@ -56,6 +56,7 @@ SAMPLE = (
 
 TEST = """
 import json
+import linecache
 import os
 
 import pytest
@@ -66,8 +67,12 @@ CKPT = PATHS["ckpt"]
 
 
 def build(spark, side):
+    # the code's lines where inspect finds a module's (a foreachBatch function's writes are
+    # read from its source), as writer_of registers them
+    name = "<build " + side + ">"
+    linecache.cache[name] = (len(CODE[side]), None, CODE[side].splitlines(True), name)
     scope = {{}}
-    exec(compile(CODE[side], "<" + side + ">", "exec"), scope)
+    exec(compile(CODE[side], name, "exec"), scope)
     return scope["build"](spark, PATHS)
 
 
