@@ -423,3 +423,23 @@ def check_hex_id(value: Any, where: str) -> str:
     if not isinstance(value, str) or not _HEX_ID.fullmatch(value):
         raise DocumentError(f"{where}: {short(value)} is not an ID of 32 lowercase hex digits")
     return value
+
+
+#: A JSON string (skipped whole: brackets in it are text) or a bracket.
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def nested_within(data: bytes, limit: int) -> bool:
+    """Whether the JSON text ``data`` opens at most ``limit`` arrays and objects inside one
+    another (brackets inside strings do not count), measured without parsing it: Python's
+    parser recurses once per level. Stops at the first level past ``limit``."""
+    depth = 0
+    for token in _JSON_TOKEN.finditer(data):
+        mark = token.group()
+        if mark in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return False
+        elif mark in (b"]", b"}"):
+            depth -= 1
+    return True

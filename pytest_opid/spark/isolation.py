@@ -46,7 +46,6 @@ import importlib
 import json
 import os
 import pickle
-import re
 import select
 import signal
 import struct
@@ -56,6 +55,8 @@ import tempfile
 import threading
 import time
 from typing import IO, Any
+
+from pytest_opid.io.json import nested_within
 
 __all__ = [
     "IsolatedFailure",
@@ -79,8 +80,6 @@ _OUTPUT_LIMIT = 64 << 10
 _POLL = 0.25
 #: The deepest answer read (a recording's state schemas nest a few levels).
 _MAX_DEPTH = 200
-#: A JSON string (skipped whole: brackets in it are text) or a bracket.
-_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
 
 class IsolatedFailure(Exception):
@@ -296,7 +295,7 @@ def _result(body: bytes) -> tuple[str, Any]:
     write to the channel too, and what it writes must not run code in the test process. Its
     nesting is measured before it is parsed: Python's parser recurses once per level, and an
     answer 100,000 arrays deep was a ``RecursionError`` in the test process."""
-    if not _nested_within(body, _MAX_DEPTH):
+    if not nested_within(body, _MAX_DEPTH):
         raise IsolatedFailure("", f"sent back something nested more than {_MAX_DEPTH} deep")
     try:
         outcome, value = json.loads(body)
@@ -305,21 +304,6 @@ def _result(body: bytes) -> tuple[str, Any]:
     if outcome not in ("returned", "exit", "raised"):
         raise IsolatedFailure("", "sent back something unreadable")
     return outcome, value
-
-
-def _nested_within(body: bytes, limit: int) -> bool:
-    """Whether the JSON text ``body`` opens at most ``limit`` arrays and objects inside one
-    another (brackets inside strings do not count); stops at the first level past it."""
-    depth = 0
-    for token in _JSON_TOKEN.finditer(body):
-        mark = token.group()
-        if mark in (b"[", b"{"):
-            depth += 1
-            if depth > limit:
-                return False
-        elif mark in (b"]", b"}"):
-            depth -= 1
-    return True
 
 
 def run_isolated(

@@ -39,3 +39,15 @@ def test_an_error_passes_through_and_releases_the_lock() -> None:
         with pytest.raises(msgspec.ValidationError):
             DEFAULTS.decode(DECODER, b'[{"a": 1}, {"a": "x"}]')
     assert DEFAULTS.decode(DECODER, b'[{"a": 1}]')[1] == 2
+
+
+def test_nesting_is_measured_without_parsing() -> None:
+    """Issue 48: what an isolated child sends back is measured before it is parsed; brackets
+    inside strings (escaped quotes too) are text, not levels."""
+    from pytest_opid.io.json import nested_within
+
+    assert nested_within(b"[" * 3 + b"]" * 3, 3)
+    assert not nested_within(b"[" * 4 + b"]" * 4, 3)
+    assert not nested_within(b"[" * 100_000 + b"]" * 100_000, 200)
+    assert nested_within(b'{"a": "[[[[{{{{", "b": ["\\"[[[["]}', 2)
+    assert not nested_within(b'{"a": [{"b": [1]}]}', 3)

@@ -5,7 +5,8 @@ The checkpoint is examples/spark/checkpoints/page_view_stats, a real one of the 
 its next version adds ``F.max("event_time")`` to the windowed aggregation, which Spark refuses
 to restart on it (the aggregation's value schema). Recorded as a DataFrame, that change failed
 ``--snapshot-update`` against ``previous=`` and kept the old snapshot; recorded as its
-``DataStreamWriter`` (with the test's own ``checkpointLocation``), it passed and overwrote it.
+``DataStreamWriter`` (a memory sink in complete mode, the test's own ``checkpointLocation``),
+it was judged as a start on a new checkpoint location, passed and overwrote it.
 A new test with ``previous=`` could never write its first snapshot (its restart is "not
 verified" without the query that wrote the checkpoint), and the message asked for that
 snapshot.
