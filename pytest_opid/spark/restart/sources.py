@@ -38,17 +38,6 @@ def same_path(previous: str | None, new: str | None) -> bool:
     return qualified_location(previous) == qualified_location(new)
 
 
-def qualified_path(path: str) -> str:
-    """A path as Hadoop's ``makeQualified(...).toString`` spells it: ``file:///x`` and
-    ``file://x`` -> ``file:/x`` (the file source log keeps URIs, Spark compares these)."""
-    if path.startswith("file://"):
-        rest = path[len("file://") :]
-        return "file:" + (rest if rest.startswith("/") else "/" + rest)
-    if path.startswith("/"):
-        return "file:" + path
-    return path
-
-
 def check_sources(found: Findings) -> None:
     old_sources = found.old.sources
     if old_sources is None or found.new.sources is None:
@@ -194,14 +183,14 @@ def same_source(found: Findings, old: OldSource, new: Source) -> None:
     if old.files is not None and new.is_file and not any(c in (new.path or "") for c in "*?[{"):
         # (a glob sets no basePath: spark.restart.sinks says what it reads)
         base = new.path or ""
-        outside = [f for f in old.files if not qualified_path(f).startswith(base)]
+        outside = [f for f in old.files if not qualified_location(f).startswith(base)]
         if outside:
             batch = found.old.last_committed
             found.problem(
                 "sources",
                 f"{found.spark} stops the restarted query with "
                 f'java.lang.IllegalArgumentException: "Wrong basePath {base} for the root '
-                f'path: {qualified_path(outside[0])}". {capitalized(label)} now reads '
+                f'path: {qualified_location(outside[0])}". {capitalized(label)} now reads '
                 f"{printable(base)}, but the checkpoint's last committed batch "
                 f"({batch}) read {plural(len(outside), 'file')} outside it, and at restart "
                 "Spark lists that batch's files again with the new path as their base "
@@ -280,4 +269,4 @@ def swapped(found: Findings, label: str, before: str, new: Source, name: str) ->
 
 
 def directory_of(path: str) -> str:
-    return qualified_path(path).rsplit("/", 1)[0]
+    return qualified_location(path).rsplit("/", 1)[0]
