@@ -46,10 +46,10 @@ def _base_moved(previous: str | None, new: str | None) -> bool:
     temporary folders are two runs of a test, not a move."""
     if not previous or not new or any(c in new for c in "*?[{"):
         return False
-    base = qualified_path(new).rstrip("/")
+    base = qualified_location(new).rstrip("/")
     if is_kept_form(previous) or is_kept_form(new):
         return True  # the folders' names differ (same_path), their parents are not known
-    old = qualified_path(previous).rstrip("/")
+    old = qualified_location(previous).rstrip("/")
     if _temporary(old) and _temporary(base):
         return False  # two runs' own temporary folders (tests): not a move of the input
     return old != base and not old.startswith(base + "/")
@@ -57,18 +57,7 @@ def _base_moved(previous: str | None, new: str | None) -> bool:
 
 def _temporary(path: str) -> bool:
     """A path in this machine's temporary folder (``tempfile``'s, pytest's ``tmp_path``)."""
-    return path.startswith(qualified_path(tempfile.gettempdir()).rstrip("/") + "/")
-
-
-def qualified_path(path: str) -> str:
-    """A path as Hadoop's ``makeQualified(...).toString`` spells it: ``file:///x`` and
-    ``file://x`` -> ``file:/x`` (the file source log keeps URIs, Spark compares these)."""
-    if path.startswith("file://"):
-        rest = path[len("file://") :]
-        return "file:" + (rest if rest.startswith("/") else "/" + rest)
-    if path.startswith("/"):
-        return "file:" + path
-    return path
+    return path.startswith(qualified_location(tempfile.gettempdir()).rstrip("/") + "/")
 
 
 def check_sources(found: Findings) -> None:
@@ -236,14 +225,14 @@ def same_source(found: Findings, old: OldSource, new: Source) -> None:
     if old.files is not None and new.is_file and not any(c in (new.path or "") for c in "*?[{"):
         # (a glob sets no basePath: spark.restart.sinks says what it reads)
         base = new.path or ""
-        outside = [f for f in old.files if not qualified_path(f).startswith(base)]
+        outside = [f for f in old.files if not qualified_location(f).startswith(base)]
         if outside:
             batch = found.old.last_committed
             found.problem(
                 "sources",
                 f"{found.spark} stops the restarted query with "
                 f'java.lang.IllegalArgumentException: "Wrong basePath {base} for the root '
-                f'path: {qualified_path(outside[0])}". {capitalized(label)} now reads '
+                f'path: {qualified_location(outside[0])}". {capitalized(label)} now reads '
                 f"{printable(base)}, but the checkpoint's last committed batch "
                 f"({batch}) read {plural(len(outside), 'file')} outside it, and at restart "
                 "Spark lists that batch's files again with the new path as their base "
@@ -322,4 +311,4 @@ def swapped(found: Findings, label: str, before: str, new: Source, name: str) ->
 
 
 def directory_of(path: str) -> str:
-    return qualified_path(path).rsplit("/", 1)[0]
+    return qualified_location(path).rsplit("/", 1)[0]
