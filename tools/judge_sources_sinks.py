@@ -143,7 +143,8 @@ def _cli(case: dict[str, Any], ckpt: str, tmp: Path) -> Any:
     paths = tmp / "paths.json"
     paths.write_text(json.dumps({k: v for k, v in case["paths_at_run"].items()}))
     saved = tmp / "b.json"
-    env = {**os.environ, "PYTHONPATH": str(tmp)}
+    # the pytest_opid this tool imports (a worktree's, on PYTHONPATH), not only the installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp), *sys.path)))}
     conf = [f"--conf={k}={v}" for k, v in case["session_conf"].items() if k.startswith("spark.sql")]
     # the paths are passed through a helper module: FUNCTION(spark, *ARGS) takes strings
     (tmp / "b_entry.py").write_text(
