@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from pytest_opid.io.location_identity import (
     local_folder,
     qualified_location,
-    without_credentials,
 )
+from pytest_opid.text import without_userinfo
 
 #: How a snapshot marks a location it kept by its last folder's name (``…/out``).
 SHORTENED = "…/"
@@ -76,7 +76,7 @@ def snapshot_location(value: str) -> str:
         return value
     local = local_folder(value)
     if local is None:
-        return without_credentials(value)
+        return without_userinfo(value)
     for root in _temporary_roots():
         if _under(local, root) or _under(os.path.realpath(local), root):
             name = local.rstrip("/").rsplit("/", 1)[-1]

@@ -27,6 +27,8 @@ import os
 import posixpath
 import re
 
+from pytest_opid.text import without_userinfo
+
 #: ``scheme:`` at the start of a URI (RFC 3986); one letter is a Windows drive, not a scheme.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):(.*)", re.DOTALL)
 
@@ -84,7 +86,8 @@ def qualified_location(text: str) -> str:
 def location_identity(text: str) -> str:
     """The objects ``text`` reaches, as one string: equal for every spelling of one folder
     (see the module's docstring), without credentials."""
-    qualified = qualified_location(text)
+    # credentials out first: a secret may hold a "/" that would end the authority early
+    qualified = qualified_location(without_userinfo(text))
     scheme, authority, path = split_location(qualified)
     if scheme is None or authority is None:
         return qualified
@@ -94,17 +97,6 @@ def location_identity(text: str) -> str:
         account = host.lower().replace(".blob.core.", ".dfs.core.")
         return f"abfs://{user}@{account}{path}" if at else f"abfs://{account}{path}"
     return f"{_ALIASES.get(scheme, scheme)}://{host}{path}"
-
-
-def without_credentials(text: str) -> str:
-    """``text`` with a URL's ``user:password@`` left out (an Azure ``container@`` is kept): what
-    may be written where others read it."""
-    scheme, authority, path = split_location(text)
-    if scheme is None or authority is None or "@" not in authority:
-        return text
-    if scheme.lower() in _CONTAINER_SCHEMES:
-        return text
-    return f"{scheme}://{authority.rpartition('@')[2]}{path}"
 
 
 def local_folder(text: str) -> str | None:

@@ -40,12 +40,11 @@ from types import FrameType
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import input_limit, not_regular, open_regular
-from pytest_opid.io.location_identity import without_credentials
 from pytest_opid.io.storage import Location, is_url, locate
 from pytest_opid.spark.checkpoint.files import ORIGIN_NAME, RECORD_NAME
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.read import read_checkpoint
-from pytest_opid.text import printable
+from pytest_opid.text import printable, without_userinfo
 
 #: Bytes the copy may hold in all unless ``--max-bytes`` says more: a checkpoint's metadata,
 #: logs and schemas are kilobytes to a few megabytes; a compacted file-source log of a large
@@ -168,7 +167,7 @@ def _slim_remote(source: Location, target: Path, budget: int) -> SlimCopy:
             with open(destination, "xb") as out:
                 out.write(data)
 
-    _write(target, copy, original, original.copied_from or without_credentials(source.shown))
+    _write(target, copy, original, original.copied_from or without_userinfo(source.shown))
     return SlimCopy(str(target), len(kept), sum(kept.values()), len(every), sum(every.values()))
 
 
