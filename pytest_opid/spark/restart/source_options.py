@@ -17,6 +17,7 @@ from pytest_opid.spark.restart.endpoints import (
     ROWS_DUPLICATED,
     ROWS_LOST,
     Endpoints,
+    same_location,
 )
 from pytest_opid.spark.restart.findings import Findings
 from pytest_opid.spark.restart.unkept import RATE_LIMITS
@@ -37,7 +38,8 @@ def source_changes(found: Findings, old: Endpoints, new: Endpoints) -> None:
         fmt = facts.get("format")
         if before.get("format") != fmt:
             file_sources = "class" not in facts and "class" not in before
-            if file_sources and "path" in facts and before.get("path") == facts.get("path"):
+            same = "path" in facts and same_location(before.get("path"), facts.get("path"))
+            if file_sources and same:  # a snapshot's path (…/in) too
                 found.reinterpret(
                     RESULTS_CHANGED,
                     f"Results changed: source {position} reads {printable(facts['path'])} as "
