@@ -11,8 +11,8 @@ new query alone, so a checkpoint, a previous fingerprint and a snapshot give one
 
 The memory, console, noop, Kafka and foreach sinks and foreachBatch take every output mode
 Spark's checker lets through (their write builders truncate for complete and append for
-update); a memory sink recovers from a checkpoint only in complete mode
-(:mod:`.sinks`).
+update); a memory sink recovers from a checkpoint only in complete mode (from a checkpoint,
+:mod:`.sinks` reads whether it has batches; from a fingerprint, the query that wrote it ran).
 """
 
 from __future__ import annotations
@@ -55,6 +55,21 @@ def check_output_mode(found: Findings) -> None:
             f"sink (FileStreamSink) writes in append mode only, and the query asks for {mode}."
             + _FIX_FILE,
             name="output mode",
+        )
+    if new.sink_kind == "memory" and mode != "complete" and not found.old.from_checkpoint:
+        # MemorySink recovers only in complete mode (DataStreamWriter's recoverFromCheckpoint);
+        # on a checkpoint the restart check reads whether it has batches (sinks)
+        found.problem(
+            "sink",
+            f'{found.spark} refuses to start the query with AnalysisException: "This query '
+            "does not support recovering from checkpoint location. Delete <checkpoint>/offsets "
+            'to start over." (_LEGACY_ERROR_TEMP_1299): a memory sink recovers from a '
+            f"checkpoint only in complete mode, and the query asks for {mode} on "
+            f"{found.old.origin}.\n"
+            "Fix:\n"
+            '  - use outputMode("complete") (an aggregation), or another sink on this '
+            "checkpoint\n" + new_location_fix("  - or run the query"),
+            name="sink",
         )
     refused = new.sink.get("refused")
     if refused:

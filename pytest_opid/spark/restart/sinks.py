@@ -52,7 +52,7 @@ from pytest_opid.spark.restart.endpoints import (
 from pytest_opid.spark.restart.findings import Findings
 from pytest_opid.spark.restart.new_location import check_new_location, new_location
 from pytest_opid.spark.restart.source_options import offsets_against, source_changes
-from pytest_opid.spark.restart.unkept import check_unkept
+from pytest_opid.spark.restart.unkept import check_plan, check_unkept
 from pytest_opid.spark.restart.writers import writer_changes
 from pytest_opid.spark.vocabulary import AGGREGATIONS
 from pytest_opid.spark.words import new_location_fix
@@ -120,6 +120,8 @@ def check_endpoints(found: Findings, checkpoint: Checkpoint | None) -> tuple[str
         offsets_against(found, new, checkpoint)
         _checkpoint_state(found, new, checkpoint)
         check_unkept(found, new, checkpoint)
+    else:  # from the previous fingerprint alone: its plan, as with a checkpoint
+        check_plan(found)
     unkept = any(u.kind == "endpoints" for u in found.unverified)
     # what the checkpoint does not keep is in the unverified item, not among the verified
     checked = (

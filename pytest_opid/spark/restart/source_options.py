@@ -43,13 +43,9 @@ def source_changes(
         fmt = facts.get("format")
         if before.get("format") != fmt:
             file_sources = "class" not in facts and "class" not in before
-            same_folder = same_location(before.get("path"), facts.get("path"))
-            if (
-                file_sources
-                and "path" in facts
-                and same_folder
-                and not next_files_fit(found, checkpoint, position, facts)
-            ):
+            same = "path" in facts and same_location(before.get("path"), facts.get("path"))
+            # a snapshot's path (…/in) too
+            if file_sources and same and not next_files_fit(found, checkpoint, position, facts):
                 found.reinterpret(
                     RESULTS_CHANGED,
                     f"Results changed: source {position} reads {printable(facts['path'])} as "

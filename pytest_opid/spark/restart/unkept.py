@@ -50,8 +50,7 @@ def check_unkept(found: Findings, new: Endpoints, checkpoint: Checkpoint) -> Non
     sources are by :mod:`.sinks`); from the checkpoint alone, a file source's format against
     the files its log names, and one unverified item listing the new query's facts the
     checkpoint does not keep."""
-    if found.old.plan is not None:
-        _plan_changes(found, found.old.plan)
+    check_plan(found)
     old = endpoints_of(found.old.endpoints)
     if old is not None and found.old.plan is not None:
         for position, source in sorted(new.sources.items()):
@@ -236,6 +235,14 @@ def _offset(text: str | None) -> object:
         return json.loads(text or "")
     except ValueError:
         return None
+
+
+def check_plan(found: Findings) -> None:
+    """The operators between the sources and the sink against the previous query's, where
+    its fingerprint is known: from a checkpoint with it (:func:`check_unkept`) and from the
+    fingerprint alone alike (a snapshot, a saved fingerprint), one judgement."""
+    if found.old.plan is not None:
+        _plan_changes(found, found.old.plan)
 
 
 def _plan_changes(found: Findings, was: tuple[str, ...]) -> None:

@@ -189,11 +189,15 @@ def test_a_file_sink_in_update_mode_in_spark_35_words(spark: Any, inputs: Path) 
 
 @pytest.mark.spark_line("4.3", reason="Spark 4.3's sinks")
 def test_what_spark_takes_is_not_refused(spark: Any, inputs: Path) -> None:
-    """The memory, console and foreachBatch sinks take update mode on a stateless query
-    (the corpus's om_console_stateless_append_to_update and om_fb_... ran correct)."""
-    for fmt in ("console", "foreachBatch", "memory"):
+    """The console and foreachBatch sinks take update mode on a stateless query (the
+    corpus's om_console_stateless_append_to_update and om_fb_stateless_append_to_update ran
+    correct); a memory sink restarts only in complete mode (fs_to_memory, om_mem_agg_complete_
+    to_update: _LEGACY_ERROR_TEMP_1299), from a fingerprint as from a checkpoint."""
+    for fmt in ("console", "foreachBatch"):
         check = _judged(spark, inputs, {"fmt": fmt}, {"fmt": fmt, "mode": "update"})
         assert check.restorable, render_restore(check)
+    memory = _judged(spark, inputs, {"fmt": "memory"}, {"fmt": "memory", "mode": "update"})
+    assert not memory.restorable and "_LEGACY_ERROR_TEMP_1299" in memory.problems[0].message
 
 
 @pytest.mark.spark_line("4.3", reason="Spark 4.3's sinks")
