@@ -44,7 +44,7 @@ from pytest_opid.io.storage import Location, is_url, locate
 from pytest_opid.spark.checkpoint.files import ORIGIN_NAME, RECORD_NAME
 from pytest_opid.spark.checkpoint.model import Checkpoint
 from pytest_opid.spark.checkpoint.read import read_checkpoint
-from pytest_opid.text import printable, without_userinfo
+from pytest_opid.text import MASK, printable, without_userinfo
 
 #: Bytes the copy may hold in all unless ``--max-bytes`` says more: a checkpoint's metadata,
 #: logs and schemas are kilobytes to a few megabytes; a compacted file-source log of a large
@@ -167,7 +167,10 @@ def _slim_remote(source: Location, target: Path, budget: int) -> SlimCopy:
             with open(destination, "xb") as out:
                 out.write(data)
 
-    _write(target, copy, original, original.copied_from or without_userinfo(source.shown))
+    # the store's location as shown has its credentials masked (s3a://***@b/q): the origin
+    # names the location alone, without the mark
+    origin = without_userinfo(source.shown).replace("://" + MASK, "://", 1)
+    _write(target, copy, original, original.copied_from or origin)
     return SlimCopy(str(target), len(kept), sum(kept.values()), len(every), sum(every.values()))
 
 
