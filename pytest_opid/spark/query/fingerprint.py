@@ -7,7 +7,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from pytest_opid.flink import Chain, operator_ids
 from pytest_opid.model import Operator, Partitioner, Topology
 from pytest_opid.result import (
     ChainedOperator,
@@ -18,6 +17,7 @@ from pytest_opid.result import (
 )
 from pytest_opid.spark.query.graph import SparkPlanGraph
 from pytest_opid.spark.vocabulary import ENGINE
+from pytest_opid.topology import Chain, operator_ids
 
 
 def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:
