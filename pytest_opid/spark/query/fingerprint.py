@@ -1,6 +1,6 @@
-"""A Spark plan graph as a fingerprint: operator IDs by Flink's structural hash over Spark's
-operators (so a shape change shows as in Flink), stages cut where Spark puts an exchange, and the
-stateful operators with their stores and meaning."""
+"""A Spark plan graph as a fingerprint: operator IDs by the topology core's structural hash (the
+one Flink's OperatorIDs use, so a shape change shows as in Flink) over Spark's operators, stages
+cut where Spark puts an exchange, and the stateful operators with their stores and meaning."""
 
 from __future__ import annotations
 
