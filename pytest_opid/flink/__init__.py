@@ -6,7 +6,8 @@ and execution plans as data formats, :class:`~pytest_opid.flink.rules.FlinkRules
 savepoints and retained checkpoints (a directory holding ``_metadata``, or that file) as what
 ``check_restore`` restores from.
 
-Modules: :mod:`.hasher` (``StreamGraphHasherV2``), :mod:`.chaining` (``isChainable`` and the
+Modules: :mod:`.hasher` (``StreamGraphHasherV2``, over the topology core's structural hasher,
+:mod:`pytest_opid.topology`), :mod:`.chaining` (``isChainable`` and the
 JobGraph's vertices), :mod:`.compute` (both together), :mod:`.document` (topology document
 v1), :mod:`.builder` (a DataStream-like builder), :mod:`.plan` (execution plan import),
 :mod:`.rules` (savepoint restore by ID, in Flink's words), :mod:`.savepoint` (the ``_metadata``
@@ -22,10 +23,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_opid.engines import DataFormat, Engine, Frontend, register_engine
-from pytest_opid.flink.chaining import Chain, ChainingRule, flink_chaining
+from pytest_opid.flink.chaining import ChainingRule, flink_chaining
 from pytest_opid.flink.compute import compute
 from pytest_opid.flink.document import decode_document, read_document
-from pytest_opid.flink.hasher import operator_ids, state_id_changes
+from pytest_opid.flink.hasher import state_id_changes
 from pytest_opid.flink.jar import fingerprint_jar
 from pytest_opid.flink.jvm import FlinkJvm
 from pytest_opid.flink.plan import topology_from_plan
@@ -39,10 +40,10 @@ from pytest_opid.flink.savepoint import render_text as render_savepoint
 from pytest_opid.model import Topology
 from pytest_opid.result import Fingerprint
 
-#: The face: what the CLI, the plugin, the strategies and spark/ (Flink's structural hasher for its
-#: operator IDs) use; nothing outside flink/ imports past it (tests/architecture says so).
+#: The face: what the CLI, the plugin and the strategies use; nothing outside flink/ imports past
+#: it (tests/architecture says so). spark/ imports nothing of flink/: the structural hasher both
+#: engines use is :mod:`pytest_opid.topology`'s.
 __all__ = [
-    "Chain",
     "ChainingRule",
     "FlinkJvm",
     "Savepoint",
@@ -50,7 +51,6 @@ __all__ = [
     "fingerprint_jar",
     "flink_chaining",
     "is_savepoint",
-    "operator_ids",
     "pin_lines",
     "read_savepoint",
     "register",

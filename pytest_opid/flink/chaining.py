@@ -2,9 +2,10 @@
 
 Flink fuses operators connected by a chainable edge into one task, a JobVertex. Which edges are
 chainable decides both the chains and, through the hasher's count of chainable outputs, the
-OperatorIDs themselves. A :data:`ChainingRule` maps a topology to one flag per edge;
-:func:`flink_chaining` is Flink 2.3's rule and the default everywhere. Other engines (the Spark
-frontend) pass their own rule.
+OperatorIDs themselves. A :data:`~pytest_opid.topology.chains.ChainingRule` maps a topology to
+one flag per edge; :func:`flink_chaining` is Flink 2.3's rule and the default everywhere. Other
+engines (the Spark frontend) pass their own rule. The rule's type and
+:class:`~pytest_opid.topology.chains.Chain` belong to the topology core, which both engines share.
 
 :func:`job_vertices` then grows the chains exactly as Flink's ``StreamingJobGraphGenerator`` does
 and lists them in the order of ``JobGraph.getVerticesSortedTopologicallyFromSources()``. All
@@ -13,9 +14,8 @@ walks are iterative: a million-operator chain must not hit Python's recursion li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import compress
-from typing import NamedTuple
 
 from pytest_opid.model import (
     ChainingStrategy,
@@ -25,11 +25,9 @@ from pytest_opid.model import (
     SourceKind,
     Topology,
 )
+from pytest_opid.topology.chains import Chain, ChainingRule
 
 __all__ = ["Chain", "ChainingRule", "flink_chaining", "forward_chaining", "job_vertices"]
-
-#: A chaining rule answers, for every edge of a topology in edge order, "is it chainable?".
-ChainingRule = Callable[[Topology], Sequence[bool]]
 
 # Module constants rather than ``Partitioner.FORWARD`` in the loops: looking up an enum member
 # on its class is slow enough in Python 3.11 to show on a 100k-operator job.
@@ -122,19 +120,6 @@ def forward_chaining(topology: Topology) -> list[bool]:
         edge.partitioner is _FORWARD and degrees[target] == 1
         for edge, (_, target) in zip(topology.edges, topology.edge_ends, strict=True)
     ]
-
-
-class Chain(NamedTuple):
-    """One operator chain: what becomes a JobVertex.
-
-    ``members`` are operator positions in Flink's order (depth-first post-order over the chain,
-    head last); ``name`` is Flink's chained name (``A -> B``, ``A -> (B, C)``).
-    """
-
-    head: int
-    members: tuple[int, ...]
-    name: str
-    parallelism: int
 
 
 def job_vertices(topology: Topology, chainable: Sequence[bool]) -> list[Chain]:

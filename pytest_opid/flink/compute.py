@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter
 
-from pytest_opid.flink.chaining import Chain, ChainingRule, flink_chaining, job_vertices
-from pytest_opid.flink.hasher import operator_ids
+from pytest_opid.flink.chaining import flink_chaining, job_vertices
 from pytest_opid.gc_pause import gc_paused
 from pytest_opid.model import Partitioner, RuntimeMode, Topology
 from pytest_opid.result import ChainedOperator, Fingerprint, JobVertex, OperatorFingerprint
+from pytest_opid.topology import Chain, ChainingRule, operator_ids
 
 __all__ = ["batch_parallelism", "compute"]
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
+import os
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,7 @@ LAYERS = (
             "gc_pause",
             "time_limits",
             "model",
+            "topology",
             "io",
             "result",
             "engine_rules",
@@ -36,8 +41,6 @@ LAYERS = (
     ("engines", ("flink", "spark")),
     ("top", ("render", "plugin", "strategies", "cli", "__main__")),
 )
-#: Spark's operator IDs are Flink-style structural hashes: spark/ may use flink's hasher.
-ALLOWED_ACROSS = {("spark", "flink")}
 
 
 def _modules() -> dict[str, Path]:
@@ -145,8 +148,6 @@ def test_imports_flow_down_the_layers():
                 continue
             if same and (_top(name) == _top(target) or LAYERS[_layer(name)][0] == "core"):
                 continue
-            if same and (_top(name), _top(target)) in ALLOWED_ACROSS:
-                continue
             if same and LAYERS[_layer(name)][0] == "top":
                 continue
             wrong.append(f"{name} -> {target}")
@@ -174,6 +175,55 @@ def test_flink_never_imports_spark():
         for t in ts
         if _top(n) == "flink" and _top(t) == "spark"
     ] == []
+
+
+def test_spark_imports_no_flink():
+    """Spark's operator IDs come from the topology core's structural hasher, not from flink/:
+    no spark/ module imports flink/, not even for its types."""
+    assert [
+        f"{n} -> {t}"
+        for n, ts in ALL_IMPORTS.items()
+        for t in ts
+        if _top(n) == "spark" and _top(t) == "flink"
+    ] == []
+
+
+#: Run in a fresh interpreter: import Spark's package, fingerprint a Spark plan (a streaming
+#: aggregation's plan JSON, read without a JVM), print the flink/ modules then loaded.
+SPARK_WITHOUT_FLINK = """
+import json, sys
+import pytest_opid.spark
+from pytest_opid.spark.query.fingerprint import fingerprint_graph
+from pytest_opid.spark.query.graph import graph_from_plan
+
+EXEC = "org.apache.spark.sql.execution."
+HASH = "org.apache.spark.sql.catalyst.plans.physical.HashPartitioning"
+plan = [
+    {"class": EXEC + "aggregate.HashAggregateExec", "num-children": 1},
+    {"class": EXEC + "streaming.StateStoreSaveExec", "num-children": 1},
+    {"class": EXEC + "exchange.ShuffleExchangeExec", "num-children": 1,
+     "outputPartitioning": [{"class": HASH, "numPartitions": 4}]},
+    {"class": EXEC + "streaming.StreamingRelationExec", "num-children": 0, "sourceName": "F"},
+]
+fp = fingerprint_graph(graph_from_plan(json.dumps(plan), streaming=True))
+assert len(fp.operators) == 3 and len(fp.state_operators) == 1, fp
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[:2] == ["pytest_opid", "flink"])))
+"""
+
+
+def test_spark_loads_no_flink_module():
+    """A Spark user loads none of Flink's modules: not by importing ``pytest_opid.spark``, not
+    by fingerprinting a plan (its operator IDs come from :mod:`pytest_opid.topology`)."""
+    path = os.pathsep.join(filter(None, [str(PACKAGE.parent), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", SPARK_WITHOUT_FLINK],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 def test_public_api_is_all():
@@ -294,9 +344,9 @@ def test_no_import_inside_a_function_outside_the_lazy_modules():
 @pytest.mark.parametrize("engine", LAYERS[1][1])
 def test_an_engine_is_used_through_its_face(engine):
     """Outside an engine's package, code imports the package (its ``__init__``), never past it:
-    the CLI, the plugin, the strategies, the public API and the other engine (spark/ hashes
-    with Flink's hasher) alike, type-only imports included. (``from pytest_opid.flink import
-    compute`` takes the face's ``compute``, not the module of that name.)"""
+    the CLI, the plugin, the strategies and the public API alike, type-only imports included.
+    (``from pytest_opid.flink import compute`` takes the face's ``compute``, not the module of
+    that name.)"""
     found = []
     for name, path in MODULES.items():
         if _top(name) == engine:

@@ -1,13 +1,12 @@
-"""A Spark plan graph as a fingerprint: operator IDs by Flink's structural hash over Spark's
-operators (so a shape change shows as in Flink), stages cut where Spark puts an exchange, and the
-stateful operators with their stores and meaning."""
+"""A Spark plan graph as a fingerprint: operator IDs by the topology core's structural hash (the
+one Flink's OperatorIDs use, so a shape change shows as in Flink) over Spark's operators, stages
+cut where Spark puts an exchange, and the stateful operators with their stores and meaning."""
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
 
-from pytest_opid.flink import Chain, operator_ids
 from pytest_opid.model import Operator, Partitioner, Topology
 from pytest_opid.result import (
     ChainedOperator,
@@ -18,6 +17,7 @@ from pytest_opid.result import (
 )
 from pytest_opid.spark.query.graph import SparkPlanGraph
 from pytest_opid.spark.vocabulary import ENGINE
+from pytest_opid.topology import Chain, operator_ids
 
 
 def fingerprint_graph(graph: SparkPlanGraph) -> Fingerprint:

@@ -10,9 +10,9 @@ import pytest
 
 import pytest_opid
 from pytest_opid.flink.chaining import forward_chaining
-from pytest_opid.flink.hasher import operator_ids
 from pytest_opid.spark import plan_graph
 from pytest_opid.spark.query.fingerprint import spark_chaining
+from pytest_opid.topology import operator_ids
 from tests.spark.spark_checks import CUSTOMERS_SCHEMA, predicted_stages, sql_conf
 
 
