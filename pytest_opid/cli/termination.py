@@ -6,6 +6,7 @@ command through the same ``finally`` blocks a Ctrl-C does, and ends in one line.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -18,6 +19,9 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:
+    # py4j logs an interrupted call with its traceback (java_gateway's "Exception while sending
+    # command"): on the way out that is noise before the one line, so logging stops here
+    logging.disable(logging.CRITICAL)
     raise Terminated
 
 
@@ -34,3 +38,4 @@ def terminated_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+        logging.disable(logging.NOTSET)

@@ -35,8 +35,16 @@ from urllib.parse import unquote
 
 from pytest_opid.errors import DocumentError
 from pytest_opid.io.json import input_limit, not_regular
-from pytest_opid.text import MASK, printable, quote, userinfo_span, without_userinfo
-from pytest_opid.time_limits import seconds_from_environment
+from pytest_opid.io.object_stores import (
+    TIMEOUT_ENV,
+    azure_options,
+    is_sas,
+    open_filesystem,
+    sas_secrets,
+    store_timeout,
+    what_the_store_said,
+)
+from pytest_opid.text import MASK, printable, userinfo_span, without_userinfo
 
 __all__ = [
     "TIMEOUT_ENV",
@@ -49,12 +57,6 @@ __all__ = [
     "read_totals",
     "read_url",
 ]
-
-#: The environment variable that bounds each call to a store, in seconds.
-TIMEOUT_ENV = "OPID_STORAGE_TIMEOUT"
-
-
-_DEFAULT_TIMEOUT = 60.0
 
 
 #: URL scheme -> (fsspec protocol, the extra that installs its package, the package)
@@ -383,47 +385,22 @@ class Location:
         self._store.counters.add(1)
         try:
             try:
-                return method(*args, timeout=_timeout(), **kwargs)
+                return method(*args, timeout=store_timeout(), **kwargs)
             except TypeError as exc:  # a file system that runs no event loop: no deadline
                 if "timeout" not in str(exc):
                     raise
             return method(*args, **kwargs)
         except FileNotFoundError as exc:
-            said = _what_the_store_said(exc)
+            said = what_the_store_said(exc)
             if said.startswith("no such bucket"):
                 raise self._fail(said) from None
             raise _Missing(" ".join(str(exc).split())) from None
         except Exception as exc:
-            raise self._fail(f"cannot {doing}: {_what_the_store_said(exc)}") from None
+            raise self._fail(f"cannot {doing}: {what_the_store_said(exc)}") from None
 
 
 class _Missing(Exception):
     """Nothing at the path (the store's FileNotFoundError, kept apart from real failures)."""
-
-
-def _what_the_store_said(exc: BaseException) -> str:
-    """A store's failure in a few words: the kind users recognise, then its own text."""
-    name = type(exc).__name__
-    text = " ".join(str(exc).split()) or name
-    lowered = f"{name} {text}".lower()
-    if isinstance(exc, PermissionError) or "accessdenied" in lowered or "forbidden" in lowered:
-        kind = "access denied"
-    elif any(w in lowered for w in ("nosuchbucket", "bucket does not exist", "containernotfound")):
-        kind = "no such bucket"
-    elif "timeout" in lowered or "timed out" in lowered:
-        kind = f"the store did not answer in {_timeout():g} s ({TIMEOUT_ENV})"
-    elif "slowdown" in lowered or "throttl" in lowered or "503" in lowered:
-        kind = "the store is throttling requests"
-    elif "connect" in lowered or "unreachable" in lowered:
-        kind = "the store is unreachable"
-    else:
-        kind = name
-    return f"{kind} ({quote(text, 160)[1:-1]})" if text != name else kind
-
-
-def _timeout() -> float:
-    """``OPID_STORAGE_TIMEOUT`` or the default: how long one request to a store may take."""
-    return seconds_from_environment(TIMEOUT_ENV, _DEFAULT_TIMEOUT)
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
@@ -462,7 +439,7 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
     if "?" in rest or "#" in rest:
         cut = min(i for i in (rest.find("?"), rest.find("#")) if i >= 0)
         query = rest[cut + 1 :]
-        if protocol == "abfs" and rest[cut] == "?" and "#" not in query and _is_sas(query):
+        if protocol == "abfs" and rest[cut] == "?" and "#" not in query and is_sas(query):
             sas, rest = query, rest[:cut]  # an Azure SAS token: the URL's own credential
         else:
             written = f"{m.group(1)}:{rest[:cut]}"
@@ -479,7 +456,7 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
             local = local[len("localhost") :]
         return Location(local, local)
     options: dict[str, Any] = {}
-    secrets: tuple[str, ...] = _sas_secrets(sas)
+    secrets: tuple[str, ...] = sas_secrets(sas)
     shown = f"{m.group(1)}:{rest}"  # without a SAS token
     host_and_path = rest[2:] if rest.startswith("//") else rest.lstrip("/")
     host, slash, tail = host_and_path.partition("/")
@@ -497,119 +474,12 @@ def locate(where: str | os.PathLike[str] | Location) -> Location:
         # container@account.dfs.core.windows.net/path: the account for adlfs, the container
         # as the first component of its paths
         container, at, account = host.partition("@")
-        options.update(_azure_options(account.partition(".")[0] if at else "", sas, shown))
+        options.update(azure_options(account.partition(".")[0] if at else "", sas, shown))
         path = f"{container}/{tail}"
     else:
         path = f"{host}/{tail}"
-    fs = _filesystem(protocol, extra, package, options, text if not secrets else shown)
+    fs = open_filesystem(protocol, extra, package, options, text if not secrets else shown)
     return Location(printable(shown), path.rstrip("/") or path, scheme, _Store(fs, secrets))
-
-
-def _is_sas(query: str) -> bool:
-    """Whether a URL's query is an Azure shared access signature (its ``sig``, and the
-    ``sv`` version or ``se`` expiry every SAS carries)."""
-    keys = {part.partition("=")[0] for part in query.split("&")}
-    return "sig" in keys and bool(keys & {"sv", "se"})
-
-
-def _sas_secrets(sas: str) -> tuple[str, ...]:
-    """A SAS token's texts that must appear in no message: the token, its signature (as
-    written and decoded)."""
-    if not sas:
-        return ()
-    sigs = [part[4:] for part in sas.split("&") if part.startswith("sig=")]
-    return (sas, *sigs, *(unquote(sig) for sig in sigs))
-
-
-#: The connection string adlfs and Azure's own tools read.
-_AZURE_CONNECTION = "AZURE_STORAGE_CONNECTION_STRING"
-
-
-def _azure_options(account: str, sas: str, shown: str) -> dict[str, Any]:
-    """adlfs's options for a URL naming ``account`` (empty for ``az://container/path``),
-    with the URL's SAS token if any. A connection string in the environment names the
-    account's endpoint (an emulator's, a sovereign cloud's); one naming another account than
-    the URL is an error, never a read of the other account. A SAS token in the URL is the
-    credential: with the connection string's endpoint where there is one (Azure's SAS
-    connection string, ``BlobEndpoint=...;SharedAccessSignature=...``), else the account's."""
-    options: dict[str, Any] = {}
-    if account:
-        options["account_name"] = account
-    given = os.environ.get(_AZURE_CONNECTION, "")
-    parts = dict(
-        (key.strip().lower(), value.strip())
-        for key, _, value in (item.partition("=") for item in given.split(";"))
-        if key.strip()
-    )
-    named = parts.get("accountname", "")
-    endpoint = parts.get("blobendpoint", "")
-    if account and named and named != account:
-        raise DocumentError(
-            f"{printable(shown)}: the account is {printable(account)}, but "
-            f"{_AZURE_CONNECTION} is {printable(named)}'s; set the account's own connection string"
-        )
-    if sas:
-        if endpoint:
-            options["connection_string"] = f"BlobEndpoint={endpoint};SharedAccessSignature={sas}"
-        elif account:
-            options["sas_token"] = sas
-            if given:  # adlfs would take it before the token
-                raise DocumentError(
-                    f"{printable(shown)}: a SAS token in the URL, and {_AZURE_CONNECTION} "
-                    "without a BlobEndpoint: unset one of them"
-                )
-        else:
-            raise DocumentError(
-                f"{printable(shown)}: a SAS token needs the account: "
-                "abfss://container@account.dfs.core.windows.net/path?sv=..."
-            )
-    return options
-
-
-def _filesystem(
-    protocol: str, extra: str, package: str, options: dict[str, Any], shown: str
-) -> Any:
-    """The fsspec file system for ``protocol``: no instance shared with other callers (their
-    listings cached there would hide a file deleted meanwhile), bounded retries."""
-    try:
-        import fsspec
-    except ImportError:
-        raise DocumentError(
-            f"{printable(shown)}: reading a URL needs fsspec: "
-            f"pip install 'pytest-opid[{extra or 's3'}]'"
-        ) from None
-    options = {**options, "skip_instance_cache": True}
-    if protocol == "s3":
-        timeout = _timeout()
-        options.update(
-            use_listings_cache=False,
-            config_kwargs={
-                "connect_timeout": min(timeout, 10.0),
-                "read_timeout": timeout,
-                "retries": {"max_attempts": 2, "mode": "standard"},
-            },
-        )
-    elif protocol == "gcs":
-        options.update(requests_timeout=_timeout(), use_listings_cache=False)
-    elif protocol == "dbfs":
-        options.update(
-            instance=os.environ.get("DATABRICKS_HOST", "").removeprefix("https://"),
-            token=os.environ.get("DATABRICKS_TOKEN", ""),
-        )
-    try:
-        fs = fsspec.filesystem(protocol, **options)
-    except ImportError as exc:
-        hint = f"pip install 'pytest-opid[{extra}]'" if extra else f"install {package}"
-        raise DocumentError(
-            f"{printable(shown)}: reading {protocol} needs {package} ({hint}): {exc}"
-        ) from None
-    except Exception as exc:
-        raise DocumentError(
-            f"{printable(shown)}: cannot open the store: {_what_the_store_said(exc)}"
-        ) from None
-    if protocol == "s3":
-        fs.retries = 2  # s3fs's own retries (5) around botocore's: a throttled store is said
-    return fs
 
 
 def read_url(url: str) -> bytes:

@@ -50,30 +50,57 @@ from regular files of at most :data:`MAX_SOURCE_BYTES`. A pickled function (Spar
 from __future__ import annotations
 
 import ast
-import contextlib
-import dis
 import enum
 import functools
 import hashlib
-import io
 import linecache
-import os
 import pickle
 import re
-import stat
 import sys
-import sysconfig
-import tokenize
 import types
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pytest_opid.spark.code_text import (
+    MAX_SOURCE_BYTES,
+    Source,
+    Text,
+    bytecode_text,
+    names_read,
+    tree_text,
+)
 from pytest_opid.spark.foreach_writer import user_writer
 from pytest_opid.spark.isolation import IsolatedFailure, run_isolated
 from pytest_opid.spark.transform_with_state import CHILD_PRELOAD, init_timeout
+from pytest_opid.spark.user_code import (
+    TYPE_BASES,
+    TYPE_NAME,
+    Guard,
+    Opaque,
+    UserCode,
+    c_attribute,
+    class_dict,
+    class_name,
+    function_name,
+    instance_attributes,
+    library_class,
+    library_file,
+    library_module,
+    module_dict,
+)
+
+__all__ = [
+    "MAX_ENTRIES",
+    "MAX_SOURCE_BYTES",
+    "MAX_VALUES",
+    "FunctionDigest",
+    "command_digest",
+    "digest_of",
+    "digest_pickled",
+    "fact_parts",
+]
 
 #: Functions and classes of the user's code one digest follows, at most.
 MAX_ENTRIES = 200
@@ -88,24 +115,10 @@ _MAX_TEXT = 4_096
 _CHUNK = 1 << 20
 #: Bytes of long strings hashed per digest, at most (then their length only).
 _MAX_HASHED = 256 << 20
-#: The largest source file read (a Python module of a few hundred thousand lines).
-MAX_SOURCE_BYTES = 8 << 20
 #: A memory address in a ``repr``: such a text differs from one process to the next.
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
-#: The flags that say what kind of code it is (generator, coroutine, ``*args``...); the others
-#: are the compiler's ``__future__`` flags, which ``exec`` inherits from its caller.
-_KIND_FLAGS = 0x3FF
 #: The value the meaning fact holds: the digest's first 16 hex digits and how it was made.
 _FACT = re.compile(r"^([0-9a-f]{16}) \((source|Python \d+\.\d+ bytecode)\)$")
-#: ``type``'s own descriptors: a class read through them runs no metaclass code.
-_TYPE_DICT: Any = vars(type)["__dict__"]
-_TYPE_NAME: Any = type.__dict__["__name__"]
-_TYPE_QUALNAME: Any = type.__dict__["__qualname__"]
-_TYPE_MODULE: Any = type.__dict__["__module__"]
-_TYPE_BASES: Any = type.__dict__["__bases__"]
-_TYPE_MRO: Any = type.__dict__["__mro__"]
-_MODULE_DICT: Any = vars(types.ModuleType)["__dict__"]
-_C_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
 #: Builtin value types, written by their own C ``repr`` (``str()`` for dates and decimals).
 _SCALARS: tuple[type, ...] = (bool, int, float, complex, str, bytes, bytearray)
 _DATES: tuple[type, ...] = (datetime, date, time, timedelta, Decimal)
@@ -150,95 +163,6 @@ def digest_of(root: Any) -> FunctionDigest:
     return FunctionDigest(digest.hexdigest(), basis, tuple(sorted(walk.uncovered)))
 
 
-# -- which code is the user's ------------------------------------------------------------------
-
-
-def _library_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots |= {sys.base_prefix, sys.base_exec_prefix}
-    return tuple(os.path.join(os.path.abspath(r), "") for r in roots if r)
-
-
-_LIBRARY_ROOTS = _library_roots()
-#: pytest-opid's own code (an editable install is not under site-packages).
-_OWN_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
-
-
-def _library_file(path: str | None) -> bool:
-    return bool(path) and os.path.abspath(str(path)).startswith(_LIBRARY_ROOTS)
-
-
-def _module_dict(module: Any) -> dict[str, Any]:
-    """A module's namespace, read by ``ModuleType``'s own descriptor (a module subclass's
-    ``__getattr__`` or properties are not run)."""
-    found = _MODULE_DICT.__get__(module, type(module))
-    return found if type(found) is dict else {}
-
-
-def _library_module(name: str | None) -> bool:
-    """A module of the standard library or of an installed package (not the user's code)."""
-    if type(name) is not str or not name:
-        return False
-    top = name.partition(".")[0]
-    if top in sys.builtin_module_names or top in getattr(sys, "stdlib_module_names", ()):
-        return True
-    module = sys.modules.get(name)
-    if module is None or not issubclass(type(module), types.ModuleType):
-        return False
-    path = _module_dict(module).get("__file__")
-    return type(path) is str and _library_file(path)
-
-
-def _class_dict(cls: type) -> dict[str, Any]:
-    """A copy of a class's own namespace, read by ``type``'s descriptor (no metaclass code)."""
-    return dict(_TYPE_DICT.__get__(cls, type(cls)))
-
-
-def _class_module(cls: type) -> str | None:
-    found = _TYPE_MODULE.__get__(cls, type(cls))
-    return found if type(found) is str else None
-
-
-def _class_name(cls: type) -> str:
-    """``module.Qualified.Name`` of a class, by ``type``'s descriptors."""
-    qualname = _TYPE_QUALNAME.__get__(cls, type(cls))
-    return f"{_class_module(cls)}.{qualname if type(qualname) is str else '?'}"
-
-
-def _found_in_library(cls: type) -> bool:
-    """A class that its library module holds under its own name (a class made by ``exec``
-    says ``builtins`` and is not there); looked up in the namespaces, never by attribute."""
-    module_name = _class_module(cls)
-    if module_name is None or not _library_module(module_name):
-        return False
-    module = sys.modules.get(module_name)
-    if module is None:
-        return False
-    namespace: dict[str, Any] = _module_dict(module)
-    qualname = _TYPE_QUALNAME.__get__(cls, type(cls))
-    found: Any = None
-    for part in str(qualname).split("."):
-        found = namespace.get(part)
-        if not issubclass(type(found), type):
-            return False
-        namespace = _class_dict(found)
-    return found is cls
-
-
-def _library_class(cls: type) -> bool:
-    """A class of the standard library or an installed package. A class made by ``exec``
-    says its module is ``builtins``: it is one only if ``builtins`` holds it."""
-    module = _class_module(cls)
-    if module is None or not _library_module(module):
-        return False
-    return module != "builtins" or _found_in_library(cls)
-
-
-def _function_name(func: types.FunctionType) -> str:
-    return f"{func.__module__}.{func.__qualname__}"
-
-
 _CONTAINERS = (
     list,
     tuple,
@@ -251,72 +175,7 @@ _CONTAINERS = (
 )
 
 
-# -- no user code while values are read ---------------------------------------------------------
-
-
-class _UserCode(BaseException):
-    """A call into the user's code, refused before it ran. Not an ``Exception``: a library's
-    ``except Exception`` around the call does not swallow it."""
-
-
-class _Guard:
-    """A profile hook that refuses every call into Python code outside the standard library,
-    installed packages and pytest-opid (``sys.setprofile``: this thread only). CPython drops a
-    profile hook that raised, so a refusal is followed by :meth:`rearm`."""
-
-    def __init__(self) -> None:
-        self.allowed: dict[str, bool] = {}
-        self.previous: Any = None
-        self.on = False
-
-    def hook(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "call":
-            return
-        filename = frame.f_code.co_filename
-        allowed = self.allowed.get(filename)
-        if allowed is None:
-            allowed = self.allowed[filename] = (
-                filename.startswith("<frozen ")
-                or _library_file(filename)
-                or os.path.abspath(filename).startswith(_OWN_ROOT)
-            )
-        if not allowed:
-            raise _UserCode(filename)
-
-    @contextlib.contextmanager
-    def armed(self) -> Iterator[None]:
-        self.previous = sys.getprofile()
-        self.on = True
-        sys.setprofile(self.hook)
-        try:
-            yield
-        finally:
-            self.on = False
-            sys.setprofile(self.previous)
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """Off while only our own code runs on text (parsing source): it costs a call each."""
-        sys.setprofile(None)
-        try:
-            yield
-        finally:
-            if self.on:
-                sys.setprofile(self.hook)
-
-    def rearm(self) -> bool:
-        """Put the hook back; whether it was still there (else a refusal happened)."""
-        was = sys.getprofile() is self.hook
-        if self.on and not was:
-            sys.setprofile(self.hook)
-        return was
-
-
 # -- the walk ---------------------------------------------------------------------------------
-
-
-class _Text(str):
-    """Text written as it is (not a value)."""
 
 
 class _Close:
@@ -325,10 +184,6 @@ class _Close:
     def __init__(self, ident: int, text: str) -> None:
         self.ident = ident
         self.text = text
-
-
-class _Opaque(Exception):
-    """A value that cannot be read without running its own code: written by its type."""
 
 
 _ATTRIBUTES_RUN_CODE = "objects whose reading would run their own code (written by type)"
@@ -346,8 +201,8 @@ class _Walk:
         self.keep: list[Any] = []  # the numbered objects stay alive, their ids unique
         self.uncovered: set[str] = set()
         self.bytecode = False
-        self.sources: dict[str, _Source | None] = {}
-        self.guard = _Guard()
+        self.sources: dict[str, Source | None] = {}
+        self.guard = Guard()
         self.hashed = 0  # bytes of long strings hashed so far
         self.keying = 0  # > 0 while a set item's or a dict key's ordering text is written
 
@@ -355,7 +210,7 @@ class _Walk:
         """``function#3``: a function or class of the user's code, written as its own entry;
         while ordering, by name only (numbers follow the order being decided)."""
         if self.keying:
-            name = _class_name(obj) if kind == "class" else _function_name(obj)
+            name = class_name(obj) if kind == "class" else function_name(obj)
             return f"{kind} {name}"
         number = self.numbers.get(id(obj))
         if number is None:
@@ -386,7 +241,7 @@ class _Walk:
                 lines.append(f"closure {name} empty")
                 continue
             lines.append(f"closure {name} = {self.value_text(value)}")
-        names = _names_read(code)
+        names = names_read(code)
         module_globals = func.__globals__
         for name in sorted(names):
             if not dict.__contains__(module_globals, name):
@@ -394,8 +249,8 @@ class _Walk:
             value = dict.__getitem__(module_globals, name)
             lines.append(f"global {name} = {self.value_text(value)}")
             if issubclass(type(value), types.ModuleType):
-                namespace = _module_dict(value)
-                if _library_module(namespace.get("__name__")):
+                namespace = module_dict(value)
+                if library_module(namespace.get("__name__")):
                     continue
                 for attribute in sorted(names):
                     if attribute in namespace:
@@ -407,11 +262,11 @@ class _Walk:
         return "\n".join(lines)
 
     def _class_text(self, cls: type) -> str:
-        bases = ", ".join(self.value_text(b) for b in _TYPE_BASES.__get__(cls, type(cls)))
+        bases = ", ".join(self.value_text(b) for b in TYPE_BASES.__get__(cls, type(cls)))
         lines = [f"{self.ref(cls, 'class')}({bases}):"]
         # By name: cloudpickle rebuilds a class of a script or of exec'd code with its
         # attributes in another order from one unpickling to the next.
-        namespace = _class_dict(cls)
+        namespace = class_dict(cls)
         for name in sorted(k for k in namespace if type(k) is str):
             value = namespace[name]
             if (name.startswith("__") and name.endswith("__")) or name == "_abc_impl":
@@ -419,9 +274,9 @@ class _Walk:
             kind = ""
             if issubclass(type(value), (staticmethod, classmethod)):
                 kind = "staticmethod" if issubclass(type(value), staticmethod) else "classmethod"
-                value = _c_attribute(type(value), value, "__func__")
+                value = c_attribute(type(value), value, "__func__")
             elif issubclass(type(value), property):
-                parts = tuple(_c_attribute(property, value, f) for f in ("fget", "fset", "fdel"))
+                parts = tuple(c_attribute(property, value, f) for f in ("fget", "fset", "fdel"))
                 lines.append(f"{name} = property{self.value_text(parts)}")
                 continue
             lines.append(f"{name} = {kind}{self.value_text(value)}")
@@ -433,9 +288,9 @@ class _Walk:
         with self.guard.paused():
             node = self._source_node(func.__code__)
             if node is not None:
-                return "source " + _tree_text(node)
+                return "source " + tree_text(node)
             self.bytecode = True
-            return "bytecode " + _bytecode_text(func.__code__)
+            return "bytecode " + bytecode_text(func.__code__)
 
     def _source_node(self, code: types.CodeType) -> ast.AST | None:
         """The ``def`` or ``lambda`` of ``code`` in its file's source, without its name and
@@ -443,7 +298,7 @@ class _Walk:
         parsed once, and its functions indexed by name and first line once."""
         filename = code.co_filename
         if filename not in self.sources:
-            self.sources[filename] = _Source.read(filename)
+            self.sources[filename] = Source.read(filename)
         source = self.sources[filename]
         if source is None:
             return None
@@ -488,7 +343,7 @@ class _Walk:
         count = 0
         while stack:
             item = stack.pop()
-            if type(item) is _Text:
+            if type(item) is Text:
                 out.append(item)
                 continue
             if type(item) is _Close:
@@ -508,10 +363,10 @@ class _Walk:
                         out.append("<cycle>")
                         continue
                     opened, items = self._container(item, budget - count)
-            except (_UserCode, _Opaque):
+            except (UserCode, Opaque):
                 self.guard.rearm()
                 self.uncovered.add(_ATTRIBUTES_RUN_CODE)
-                out.append(f"<object {_class_name(type(item))}>")
+                out.append(f"<object {class_name(type(item))}>")
                 continue
             if text is not None:
                 out.append(text)
@@ -528,43 +383,43 @@ class _Walk:
         if value is None:
             return "NoneType:None"
         if cls in _SCALARS:
-            return f"{_TYPE_NAME.__get__(cls, type)}:{self._scalar_text(value, cls)}"
+            return f"{TYPE_NAME.__get__(cls, type)}:{self._scalar_text(value, cls)}"
         if cls in _DATES:
-            return f"{_TYPE_NAME.__get__(cls, type)}:{value}"
+            return f"{TYPE_NAME.__get__(cls, type)}:{value}"
         if issubclass(cls, enum.Enum):
-            attributes = _instance_attributes(value)
+            attributes = instance_attributes(value)
             name = attributes.get("_name_") if attributes is not None else None
             if type(name) is not str:
-                raise _Opaque
+                raise Opaque
             return f"{self.value_text(cls)}.{name}"
         if issubclass(cls, types.ModuleType):
-            return f"module {_module_dict(value).get('__name__')}"
+            return f"module {module_dict(value).get('__name__')}"
         if cls is types.FunctionType:
-            if _library_file(value.__code__.co_filename):
-                return f"function {_function_name(value)}"
+            if library_file(value.__code__.co_filename):
+                return f"function {function_name(value)}"
             return self.ref(value, "function")
         if issubclass(cls, type):
-            if _library_class(value):
-                return f"class {_class_name(value)}"
+            if library_class(value):
+                return f"class {class_name(value)}"
             return self.ref(value, "class")
         if cls in (types.BuiltinFunctionType, types.MethodDescriptorType):
             self.uncovered.add("C extension functions (named only)")
             owner = getattr(value, "__self__", None)
             if owner is not None and not issubclass(type(owner), types.ModuleType):
-                return f"builtin {_TYPE_NAME.__get__(type(owner), type)}.{value.__name__}"
+                return f"builtin {TYPE_NAME.__get__(type(owner), type)}.{value.__name__}"
             return f"builtin {value.__module__}.{value.__qualname__}"
         for base in (*_SCALARS, *_DATES):
             if issubclass(cls, base):  # a subclass: its class, and the value by the base's C code
                 return f"{self.value_text(cls)}:{self._scalar_text(value, base)}"
         if issubclass(cls, _CONTAINERS):
             return None
-        if not _library_class(cls):
+        if not library_class(cls):
             return None  # an instance of a user class: its attributes
         text = _bounded_repr(value)
         if _ADDRESS.search(text) or len(text) > _MAX_REPR or text == "?":
             self.uncovered.add("objects whose text shows no value (written by type)")
-            return f"<object {_class_name(cls)}>"
-        return f"{_class_name(cls)}:{text}"
+            return f"<object {class_name(cls)}>"
+        return f"{class_name(cls)}:{text}"
 
     def _scalar_text(self, value: Any, base: type) -> str:
         """A builtin value by its base type's own C code; long text hashed in chunks."""
@@ -609,8 +464,8 @@ class _Walk:
             pairs = [(self._key(k), k, v) for k, v in dict.items(value)]
             pairs.sort(key=lambda pair: pair[0])
             for k, (_, key, item) in enumerate(pairs):
-                parts += [_Text("; ")] if k else []
-                parts += [key, _Text(": "), item]
+                parts += [Text("; ")] if k else []
+                parts += [key, Text(": "), item]
             return "dict(", parts
         if issubclass(cls, list):
             size = list.__len__(value)
@@ -621,7 +476,7 @@ class _Walk:
             size = tuple.__len__(value)
             if size > room:
                 return self._too_many("tuple", size)
-            name = _TYPE_NAME.__get__(cls, type(cls))
+            name = TYPE_NAME.__get__(cls, type(cls))
             opened, items = f"{name}(", list(tuple.__getitem__(value, slice(None)))
         elif issubclass(cls, (set, frozenset)):
             base = set if issubclass(cls, set) else frozenset
@@ -630,13 +485,12 @@ class _Walk:
                 return self._too_many(base.__name__, size)
             keyed = [(self._key(item), item) for item in set(value)]
             keyed.sort(key=lambda pair: pair[0])
-            opened, items = f"{_TYPE_NAME.__get__(cls, type(cls))}(", [i for _, i in keyed]
+            opened, items = f"{TYPE_NAME.__get__(cls, type(cls))}(", [i for _, i in keyed]
         elif cls is types.MethodType:
             opened, items = "method(", [value.__self__, value.__func__]
         elif issubclass(cls, functools.partial):
             func, args, keywords = (
-                _c_attribute(functools.partial, value, name)
-                for name in ("func", "args", "keywords")
+                c_attribute(functools.partial, value, name) for name in ("func", "args", "keywords")
             )
             opened, items = "partial(", [func, args, dict(keywords or {})]
         elif cls is types.CellType:
@@ -645,12 +499,12 @@ class _Walk:
             except ValueError:  # a cell not filled yet
                 opened, items = "cell(", []
         else:  # an instance of a user class: the class and the attributes
-            attributes = _instance_attributes(value)
+            attributes = instance_attributes(value)
             if attributes is None:
-                raise _Opaque
+                raise Opaque
             opened, items = "instance(", [cls, attributes]
         for k, item in enumerate(items):
-            parts += [_Text(", ")] if k else []
+            parts += [Text(", ")] if k else []
             parts.append(item)
         return opened, parts
 
@@ -660,224 +514,15 @@ class _Walk:
         return f"{kind}({size} items, past the bound", []
 
 
-def _c_attribute(owner: type, value: Any, name: str) -> Any:
-    """``value.name`` through ``owner``'s C descriptor (a member or get-set), never a Python
-    property or ``__getattribute__`` of a subclass."""
-    descriptor: Any = _class_dict(owner).get(name)
-    if type(descriptor) not in _C_DESCRIPTORS:
-        raise _Opaque
-    return descriptor.__get__(value, owner)
-
-
-def _mangled(cls: type, name: str) -> str:
-    """A slot's attribute name as the class stores it (``__x`` of class ``C``: ``_C__x``)."""
-    if name.startswith("__") and not name.endswith("__"):
-        return f"_{str(_TYPE_NAME.__get__(cls, type(cls))).lstrip('_')}{name}"
-    return name
-
-
-def _instance_attributes(value: Any) -> dict[Any, Any] | None:
-    """An instance's attributes, read by the C descriptors of its classes' ``__dict__`` and
-    ``__slots__``; None where a class defines its own ``__dict__`` (a property)."""
-    cls = type(value)
-    attributes: dict[Any, Any] = {}
-    found_dict = False
-    for klass in _TYPE_MRO.__get__(cls, type(cls)):
-        namespace = _class_dict(klass)
-        descriptor = namespace.get("__dict__")
-        if descriptor is not None and not found_dict:
-            found_dict = True
-            if type(descriptor) not in _C_DESCRIPTORS:
-                return None
-            inner = descriptor.__get__(value, cls)
-            if type(inner) is dict:
-                attributes.update(inner)
-        slots = namespace.get("__slots__", ())
-        slots = (slots,) if type(slots) is str else slots
-        if type(slots) not in (tuple, list):
-            continue
-        for slot in slots:
-            if type(slot) is not str or slot in ("__dict__", "__weakref__"):
-                continue
-            member = namespace.get(_mangled(klass, slot))
-            if type(member) is not types.MemberDescriptorType:
-                continue
-            try:
-                attributes[slot] = member.__get__(value, cls)
-            except AttributeError:  # a slot not set
-                continue
-    return attributes
-
-
 def _bounded_repr(value: Any) -> str:
     """A library object's ``repr`` (under the guard: a call back into the user's code is
     refused and the object written by its type)."""
     try:
         return str.__str__(repr(value))[: _MAX_REPR + 1]
-    except _UserCode:
+    except UserCode:
         raise
     except Exception:  # a library object whose repr fails (or recurses too deep)
         return "?"
-
-
-def _names_read(code: types.CodeType) -> set[str]:
-    """The names ``code`` and the code nested in it load (globals, and attributes' names)."""
-    names: set[str] = set()
-    todo = [code]
-    seen = 0
-    while todo and seen < 10_000:
-        current = todo.pop()
-        seen += 1
-        names.update(current.co_names)
-        todo.extend(c for c in current.co_consts if type(c) is types.CodeType)
-    return names
-
-
-class _Source:
-    """One source file, read and parsed once, its functions and lambdas indexed by name and
-    first line (a ``def``'s first line is its first decorator's)."""
-
-    def __init__(self, tree: ast.Module) -> None:
-        self.index: dict[tuple[str, int], list[Any]] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                self.index.setdefault((node.name, first), []).append(node)
-            elif isinstance(node, ast.Lambda):
-                self.index.setdefault(("<lambda>", node.lineno), []).append(node)
-
-    @staticmethod
-    def read(filename: str) -> _Source | None:
-        text = _source_text(filename)
-        if text is None:
-            return None
-        try:
-            return _Source(ast.parse(text, filename))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-
-
-def _source_text(filename: str) -> str | None:
-    """The source of a code object's file: a regular file of at most
-    :data:`MAX_SOURCE_BYTES` (a relative name looked up on ``sys.path``, as :mod:`linecache`
-    does), else text registered in :mod:`linecache` without a file (an IPython cell). A FIFO,
-    a device or a larger file is never read."""
-    candidates = [filename]
-    if not os.path.isabs(filename) and not filename.startswith("<"):
-        candidates += [os.path.join(d, filename) for d in sys.path if type(d) is str and d]
-    for path in candidates[:1000]:
-        data = _regular_file(path)
-        if data is not None:
-            try:
-                encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-                return data.decode(encoding)
-            except (SyntaxError, LookupError, UnicodeDecodeError):
-                return None
-    entry = linecache.cache.get(filename)
-    if type(entry) is tuple and len(entry) == 4 and entry[1] is None:
-        lines = entry[2]
-        if type(lines) is list and sum(len(line) for line in lines) <= MAX_SOURCE_BYTES:
-            return "".join(line for line in lines if type(line) is str)
-    return None
-
-
-def _regular_file(path: str) -> bytes | None:
-    """A regular file's bytes (at most :data:`MAX_SOURCE_BYTES`), opened without blocking."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(path, flags)
-    except (OSError, ValueError):
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SOURCE_BYTES:
-            return None
-        chunks: list[bytes] = []
-        total = 0
-        while total <= MAX_SOURCE_BYTES:
-            chunk = os.read(fd, min(_CHUNK, MAX_SOURCE_BYTES + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        return None if total > MAX_SOURCE_BYTES else b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _tree_text(root: ast.AST) -> str:
-    """An AST without positions, walked with a stack; fields that are None or empty are left
-    out (Python adds fields from one minor version to the next, empty in older code)."""
-    out: list[str] = []
-    stack: list[Any] = [root]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, _Text):
-            out.append(item)
-        elif isinstance(item, ast.AST):
-            fields = [
-                (name, value)
-                for name, value in ast.iter_fields(item)
-                if value is not None and value != [] and name != "type_comment"
-            ]
-            out.append(type(item).__name__ + "(")
-            stack.append(_Text(")"))
-            for k, (name, value) in reversed(list(enumerate(fields))):
-                stack.append(value)
-                stack.append(_Text(f"{', ' if k else ''}{name}="))
-        elif isinstance(item, list):
-            out.append("[")
-            stack.append(_Text("]"))
-            for k, value in reversed(list(enumerate(item))):
-                stack.append(value)
-                if k:
-                    stack.append(_Text(", "))
-        else:
-            out.append(f"{type(item).__name__}:{item!r}")
-    return "".join(out)
-
-
-def _bytecode_text(code: types.CodeType) -> str:
-    """The instructions of ``code`` and of the code nested in it, numbered in order, without
-    line numbers, addresses or the code's own name."""
-    out: list[str] = []
-    todo: list[types.CodeType] = [code]
-    number = 0
-    while todo and number < 10_000:
-        current = todo.pop(0)
-        number += 1
-        out.append(
-            f"code {number} args {current.co_argcount}/{current.co_posonlyargcount}/"
-            f"{current.co_kwonlyargcount} vars {current.co_varnames} "
-            f"free {current.co_freevars} cells {current.co_cellvars} "
-            f"flags {current.co_flags & _KIND_FLAGS}:"
-        )
-        instructions = list(dis.get_instructions(current))
-        for k, instruction in enumerate(instructions):
-            argument = instruction.argval
-            following = instructions[k + 1].opname if k + 1 < len(instructions) else ""
-            if isinstance(argument, str) and following == "MAKE_FUNCTION":
-                text = "qualified name"  # Python 3.10 loads a nested function's: names vary
-            elif isinstance(argument, types.CodeType):
-                todo.append(argument)
-                text = f"code {number + len(todo)}"
-            elif instruction.opname in ("LOAD_CONST", "RETURN_CONST", "KW_NAMES"):
-                text = _const_text(argument)
-            else:
-                text = instruction.argrepr
-            out.append(f"{instruction.opname} {text}")
-    return "\n".join(out)
-
-
-def _const_text(value: Any) -> str:
-    """A constant of a code object (numbers, strings, tuples and frozensets of them)."""
-    if isinstance(value, frozenset):
-        return "frozenset(" + ", ".join(sorted(map(_const_text, value))) + ")"
-    if isinstance(value, tuple):
-        return "(" + ", ".join(map(_const_text, value)) + ")"
-    return f"{type(value).__name__}:{value!r}"
 
 
 #: Text of :mod:`linecache` without a file (IPython cells) the child gets, at most.

@@ -486,3 +486,17 @@ def test_syrupy_internals_are_touched_in_one_module():
             elif isinstance(node, ast.Constant) and node.value in private:
                 offenders.append(f"{name}:{node.lineno} spells {node.value!r}")
     assert offenders == []
+
+
+#: The longest a module may be: a reader holds one in mind at a time (issue 49).
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines():
+    """A module past the limit is split by what each part is, into modules named for it."""
+    long = {}
+    for name, path in MODULES.items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            long[name] = lines
+    assert long == {}

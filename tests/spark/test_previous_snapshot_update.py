@@ -14,6 +14,7 @@ snapshot.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,19 @@ def _run(pytester: pytest.Pytester, *args: str) -> Any:
 
 
 def _project(pytester: pytest.Pytester) -> Path:
-    shutil.copytree(CHECKPOINT, pytester.path / "checkpoints" / "q")
+    copy = pytester.path / "checkpoints" / "q"
+    shutil.copytree(CHECKPOINT, copy)
+    # the deployed version read the test's own events folder: its source log names the files
+    # there (the example's log names the folder it was recorded from, another path)
+    events = pytester.path / "events"
+    for log in (copy / "sources" / "0").iterdir():
+        lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if line.startswith("{"):
+                entry = json.loads(line)
+                entry["path"] = (events / Path(entry["path"]).name).as_uri()
+                lines[i] = json.dumps(entry, separators=(",", ":")) + "\n"
+        log.write_text("".join(lines), encoding="utf-8")
     return pytester.path / "__snapshots__" / "test_job" / "test_page_view_stats.opid"
 
 

@@ -26,14 +26,18 @@ internal API and no transformWithState); on 3.5 a Connect object is refused nami
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from pytest_opid.errors import OpidError
-from pytest_opid.time_limits import seconds_from_environment
+from pytest_opid.spark.query.connect_deadline import (
+    TIMEOUT_VARIABLE,
+    bounded_calls,
+    connect_timeout,
+    current_limit,
+)
+from pytest_opid.spark.query.connect_settings import copied_setting
 
 _CONNECT = "pyspark.sql.connect"
 
@@ -95,75 +99,6 @@ def _replay(obj: Any, name: str, client: Any) -> ConnectReplay:
                 return ConnectReplay(_server_query(sc, holder, obj, name))
             return ConnectReplay(_in_session(sc, holder, obj))
     return _replay_locally(obj)
-
-
-#: How long the requests of one replay to a Connect server may take in all, unless
-#: ``PYTEST_OPID_CONNECT_TIMEOUT`` (seconds) says otherwise.
-CONNECT_TIMEOUT = 60.0
-TIMEOUT_VARIABLE = "PYTEST_OPID_CONNECT_TIMEOUT"
-#: Retries of a request the server could not take (gRPC ``UNAVAILABLE``), within the limit.
-_RETRIES = 2
-
-
-def connect_timeout() -> float:
-    """``PYTEST_OPID_CONNECT_TIMEOUT`` or :data:`CONNECT_TIMEOUT` (one line where malformed)."""
-    return seconds_from_environment(TIMEOUT_VARIABLE, CONNECT_TIMEOUT)
-
-
-class _DeadlineStub:
-    """The client's gRPC stub with every call given what is left of one deadline as its
-    ``timeout`` (the smaller of that and the client's own): gRPC then ends the call with
-    ``DEADLINE_EXCEEDED``, which PySpark's retry policies do not retry."""
-
-    def __init__(self, stub: Any, deadline: float) -> None:
-        self._stub = stub
-        self._deadline = deadline
-
-    def __getattr__(self, method: str) -> Any:
-        import time
-
-        call = getattr(self._stub, method)
-
-        def bounded(*args: Any, **kwargs: Any) -> Any:
-            left = max(self._deadline - time.monotonic(), 0.001)
-            given = kwargs.get("timeout")
-            kwargs["timeout"] = left if given is None else min(float(given), left)
-            return call(*args, **kwargs)
-
-        return bounded
-
-
-@contextmanager
-def bounded_calls(client: Any, seconds: float) -> Iterator[None]:
-    """Within the block, ``client``'s requests give up after ``seconds`` in all: each carries
-    the time left as its gRPC deadline, and an unreachable server is retried :data:`_RETRIES`
-    times with short waits (PySpark's ``DefaultPolicy``, bounded), not for ten minutes. The
-    client's own stub and policies come back after."""
-    import time
-
-    from pyspark.sql.connect.client.retries import DefaultPolicy
-
-    stub = client._stub
-    policies = client.get_retry_policies()
-    deadline = time.monotonic() + seconds
-    client._stub = _DeadlineStub(stub, deadline)
-    token = _LIMIT.set((deadline, seconds))
-    client.set_retry_policies(
-        [DefaultPolicy(max_retries=_RETRIES, initial_backoff=100, max_backoff=1000)]
-    )
-    try:
-        with warnings.catch_warnings():
-            # PySpark warns as it gives up retrying; the refusal says it in its own line
-            warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
-            yield
-    finally:
-        _LIMIT.reset(token)
-        client._stub = stub
-        client.set_retry_policies(policies)
-
-
-#: The deadline of the requests under way (:func:`bounded_calls`) and its length in seconds.
-_LIMIT: ContextVar[tuple[float, float] | None] = ContextVar("opid_connect_limit", default=None)
 
 
 def _session_of(obj: Any) -> Any:
@@ -255,7 +190,7 @@ def _no_answer(name: str, where: str, error: Exception) -> OpidError:
     """One line naming the server that did not answer: within the time limit, or how not."""
     import time
 
-    limit = _LIMIT.get()
+    limit = current_limit()
     if limit is not None and time.monotonic() >= limit[0]:
         how = f"within {limit[1]:g} s ({TIMEOUT_VARIABLE} sets the limit)"
     else:
@@ -422,77 +357,6 @@ def _replay_locally(obj: Any) -> ConnectReplay:
     return ConnectReplay(_classic_frame(sc, jsession, jdf), note)
 
 
-#: The remote session's settings a local replay takes, by prefix: those that change how a
-#: plan is analyzed, optimized and planned into state (SQLConf's analyzer, optimizer, shuffle,
-#: join, aggregation, streaming, ANSI, time zone and case rules). Nothing else: a remote
-#: server's catalogs (``spark.sql.catalog.spark_catalog`` names a class the JVM would load),
-#: extensions, warehouse, resources, jars, class paths or UDF and data source registrations
-#: never reach the test's JVM (:data:`_NEVER_COPIED`).
-_COPIED_PREFIXES = (
-    "spark.sql.adaptive.",
-    "spark.sql.analyzer.",
-    "spark.sql.ansi.",
-    "spark.sql.autoBroadcastJoinThreshold",
-    "spark.sql.caseSensitive",
-    "spark.sql.cbo.",
-    "spark.sql.codegen.",
-    "spark.sql.crossJoin.",
-    "spark.sql.datetime.",
-    "spark.sql.decimalOperations.",
-    "spark.sql.execution.",
-    "spark.sql.files.",
-    "spark.sql.inMemoryColumnarStorage.",
-    "spark.sql.join.",
-    "spark.sql.legacy.",
-    "spark.sql.mapKeyDedupPolicy",
-    "spark.sql.optimizer.",
-    "spark.sql.orc.",
-    "spark.sql.parquet.",
-    "spark.sql.parser.",
-    "spark.sql.planChangeLog.",
-    "spark.sql.session.timeZone",
-    "spark.sql.shuffle.",
-    "spark.sql.sources.bucketing.",
-    "spark.sql.sources.partitionOverwriteMode",
-    "spark.sql.storeAssignmentPolicy",
-    "spark.sql.streaming.",
-    "spark.sql.subexpressionElimination.",
-    "spark.sql.timestampType",
-    "spark.sql.variable.",
-    "spark.sql.windowExec.",
-)
-#: Within the copied prefixes, what a replay still never takes: settings naming classes,
-#: plugins, paths or code the JVM would load, and where state or data would be written.
-_NEVER_COPIED = (
-    "spark.sql.catalog",
-    "spark.sql.extensions",
-    "spark.sql.sources.default",
-    "spark.sql.streaming.stateStore.providerClass",
-    "spark.sql.streaming.checkpointFileManagerClass",
-    "spark.sql.streaming.checkpointLocation",
-    "spark.sql.streaming.streamingQueryListeners",
-    "spark.sql.streaming.ui.",
-    "spark.sql.execution.pythonUDF.",
-    "spark.sql.execution.python.",
-    "spark.sql.execution.pyspark.",
-    "spark.sql.execution.arrow.",
-    "spark.sql.queryExecutionListeners",
-    "spark.sql.warehouse.dir",
-    "spark.sql.hive.",
-    "spark.sql.legacy.sessionInitWithConfigDefaults",
-)
-
-
-def copied_setting(key: str) -> bool:
-    """Whether a local replay takes the remote session's ``key``: an allow-list of the
-    settings that decide the plan (:data:`_COPIED_PREFIXES`), never one that names a class,
-    catalog, path or code (:data:`_NEVER_COPIED`), nor any whose name says it does."""
-    if not key.startswith(_COPIED_PREFIXES) or key.startswith(_NEVER_COPIED):
-        return False
-    lowered = key.lower()
-    return not any(word in lowered for word in ("class", "plugin", "jar", "path", ".dir"))
-
-
 #: PySpark's loggers that print an analysis error, traceback and all, when it is raised: the
 #: replay's own errors become one line (``_unresolved``) instead.
 _ANALYSIS_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -523,7 +387,7 @@ def _remote_schema(obj: Any) -> tuple[str | None, Exception | None]:
 def _broken_remotely(name: str, where: str, error: Exception | None) -> OpidError:
     import time
 
-    limit = _LIMIT.get()
+    limit = current_limit()
     if error is not None and limit is not None and time.monotonic() >= limit[0]:
         return _no_answer(name, where, error)  # the server did not answer in time
     return OpidError(

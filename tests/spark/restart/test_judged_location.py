@@ -136,6 +136,15 @@ def test_job(opid, spark):
                 .option("checkpointLocation", "file://" + {str(folder / "checkpoint")!r}))
 """
     )
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
+    # the inner test sets the pair's settings on this process's one session: put them back
+    before = {k: spark.conf.get(k, None) for k in rec["session_conf_after"]}
+    try:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
     result.assert_outcomes(failed=1)
     assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in result.stdout.str()

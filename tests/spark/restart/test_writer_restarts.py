@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import pytest_opid
+from tests.restart.test_sink_restart_corpus import session_conf
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "sink-restarts"
@@ -59,14 +60,14 @@ EXPECTED = {
 def _judged(spark: Any, case_id: str, tmp_path: Path) -> tuple[dict[str, Any], Any, Any]:
     case = CASES[case_id]
     paths = judge.unpack(case, DATA, tmp_path)
-    session = spark.newSession()
-    for key, value in case["session_conf"].items():
-        if key.startswith("spark.sql."):
-            session.conf.set(key, value)
-    previous = pytest_opid.fingerprint(judge.build(session, case["a_code"], paths))
-    writer = judge.build(session, case["b_code"], paths)
-    alone = pytest_opid.check_restore(paths["ckpt"], writer)
-    judged = pytest_opid.check_restore(paths["ckpt"], writer, previous_fingerprint=previous)
+    # the test session itself, its SQL settings set for the pair: a Python data source the
+    # corpus registered in it before is registered again by the pair's code (in a
+    # spark.newSession() Spark refuses that with DATA_SOURCE_ALREADY_EXISTS)
+    with session_conf(spark, case["session_conf"]):
+        previous = pytest_opid.fingerprint(judge.build(spark, case["a_code"], paths))
+        writer = judge.build(spark, case["b_code"], paths)
+        alone = pytest_opid.check_restore(paths["ckpt"], writer)
+        judged = pytest_opid.check_restore(paths["ckpt"], writer, previous_fingerprint=previous)
     return case, alone, judged
 
 
