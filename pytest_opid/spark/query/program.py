@@ -142,7 +142,10 @@ def set_sql_conf(spark: Any, sql: dict[str, str]) -> None:
     try:
         conf = spark.conf
     except Exception as exc:
-        raise DocumentError(f"--conf: Spark refuses a setting: {_first_line(str(exc))}") from None
+        said = _first_line(str(exc))
+        if not any(key in said for key in sql):  # Spark 3.5 names the builder, not the setting
+            said += " (one of: " + ", ".join(f"{k}={v}" for k, v in sql.items()) + ")"
+        raise DocumentError(f"--conf: Spark refuses a setting: {said}") from None
     for key, value in sql.items():
         try:
             conf.set(key, value)
