@@ -21,6 +21,7 @@ import pytest_opid
 from pytest_opid.errors import DocumentError
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.checkpoint.slim import slim_copy
+from tests.restart.test_sink_restart_corpus import session_conf
 from tests.spark.restart_cases import build, extract, load_cases
 
 pytestmark = pytest.mark.spark_line("4.3", reason="the pairs' truth is Spark 4.3's restarts")
@@ -137,14 +138,7 @@ def test_job(opid, spark):
 """
     )
     # the inner test sets the pair's settings on this process's one session: put them back
-    before = {k: spark.conf.get(k, None) for k in rec["session_conf_after"]}
-    try:
+    with session_conf(spark, rec["session_conf_after"]):
         result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--snapshot-update")
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     result.assert_outcomes(failed=1)
     assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in result.stdout.str()
