@@ -179,6 +179,32 @@ def _session(settings: dict[str, str]) -> tuple[Any, bool]:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
+    # A SQL setting of the caller's is set on the session after it starts (set_sql_conf, which
+    # names a value Spark refuses in one line): built into it, a bad value breaks the session's
+    # state, and PySpark 4.1 then loops converting the errors of every later call. A static one
+    # (SQLConf.isStaticConfigKey) can only be given at the start: the session is built again.
+    held = {
+        k: v for k, v in settings.items() if k.startswith("spark.sql.") and BASE_CONF.get(k) != v
+    }
+    session = _built({k: v for k, v in settings.items() if k not in held})
+    static = {k: v for k, v in held.items() if _is_static(session, k)}
+    if static:
+        session.stop()
+        session = _built({k: v for k, v in settings.items() if k not in held or k in static})
+    return session, True
+
+
+def _is_static(session: Any, key: str) -> bool:
+    try:
+        return bool(session._jvm.org.apache.spark.sql.internal.SQLConf.isStaticConfigKey(key))
+    except Exception:  # a JVM without the check: given at the start, as before
+        return True
+
+
+def _built(settings: dict[str, str]) -> Any:
+    """A new local session with ``settings``, Spark's start-up noise kept off the terminal."""
+    from pyspark.sql import SparkSession  # lazy: pyspark is an optional extra
+
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -192,7 +218,7 @@ def _session(settings: dict[str, str]) -> tuple[Any, bool]:
                 f"--spark: Spark did not start: {_first_line(str(exc))}"
                 + (f" ({last.strip()})" if last and last.strip() not in str(exc) else "")
             ) from None
-    return session, True
+    return session
 
 
 @contextlib.contextmanager
