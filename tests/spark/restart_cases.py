@@ -143,3 +143,18 @@ def _condition(exc: Exception) -> str | None:
             break
         start = at + 1
     return found
+
+
+def writer_after(spark: Any, rec: dict[str, Any], folder: Path, location: str) -> Any:
+    """B as the data set started it (its sink, output mode and path), its checkpointLocation
+    ``location``."""
+    sink = rec["sink_after"]
+    program = (
+        build(spark, rec, "after", folder)
+        .writeStream.format(sink["format"])
+        .outputMode(sink["output_mode"])
+        .option("checkpointLocation", location)
+    )
+    if sink["path_key"]:
+        program = program.option("path", str(folder / sink["path_key"]))
+    return program

@@ -18,7 +18,7 @@ import pytest
 import pytest_opid
 from pytest_opid.cli import main
 from pytest_opid.spark.checkpoint.read import read_checkpoint
-from tests.spark.restart_cases import build, extract, load_cases
+from tests.spark.restart_cases import extract, load_cases, writer_after
 from tests.storage.test_s3_urls import loopback
 
 pytestmark = pytest.mark.spark_line("4.3", reason="the pairs' truth is Spark 4.3's restarts")
@@ -64,31 +64,17 @@ def env(store: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return store
 
 
-def _writer(spark: Any, rec: dict[str, Any], folder: Path, location: str) -> Any:
-    """B as the data set started it, its checkpointLocation ``location``."""
-    sink = rec["sink_after"]
-    program = (
-        build(spark, rec, "after", folder)
-        .writeStream.format(sink["format"])
-        .outputMode(sink["output_mode"])
-        .option("checkpointLocation", location)
-    )
-    if sink["path_key"]:
-        program = program.option("path", str(folder / sink["path_key"]))
-    return program
-
-
 @pytest.mark.parametrize("case_id", REFUSED)
 def test_a_writer_spelling_the_checkpoint_another_way_is_judged_on_its_state(
     spark: Any, env: dict[str, Any], case_id: str
 ) -> None:
     folder, rec = env["cases"][case_id]
     judged = f"s3://ckpts/{case_id}"
-    same = pytest_opid.check_restore(judged, _writer(spark, rec, folder, judged))
+    same = pytest_opid.check_restore(judged, writer_after(spark, rec, folder, judged))
     assert not same.restorable, same.problems
     for spelling in SPELLINGS:
         location = spelling.format(q=case_id)
-        check = pytest_opid.check_restore(judged, _writer(spark, rec, folder, location))
+        check = pytest_opid.check_restore(judged, writer_after(spark, rec, folder, location))
         assert not check.restorable and check.safe is False, (location, check.to_dict())
         assert [p.kind for p in check.problems] == [p.kind for p in same.problems], location
         assert "new checkpoint location" not in check.resumes, location
@@ -146,6 +132,6 @@ def test_a_slim_copy_of_the_production_url_judges_the_writer_naming_it(
     assert secret not in kept and loopback.KEY_ID not in kept
     assert read_checkpoint(dest).copied_from == f"s3a://ckpts/{case_id}"
     for location in (f"s3a://ckpts/{case_id}", f"s3://ckpts/{case_id}/"):
-        check = pytest_opid.check_restore(str(dest), _writer(spark, rec, folder, location))
+        check = pytest_opid.check_restore(str(dest), writer_after(spark, rec, folder, location))
         assert not check.restorable, (location, check.to_dict())
         assert [p.kind for p in check.problems] == ["key_schema"], check.problems

@@ -22,26 +22,13 @@ from pytest_opid.errors import DocumentError
 from pytest_opid.spark.checkpoint.read import read_checkpoint
 from pytest_opid.spark.checkpoint.slim import slim_copy
 from tests.restart.test_sink_restart_corpus import session_conf
-from tests.spark.restart_cases import build, extract, load_cases
+from tests.spark.restart_cases import extract, load_cases, writer_after
 
 pytestmark = pytest.mark.spark_line("4.3", reason="the pairs' truth is Spark 4.3's restarts")
 
 #: Spark refused B: a grouping key added to a window aggregation with a parquet file sink
 #: (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE); an aggregate added to a noop one (the value schema).
 REFUSED = ("window_agg__add_grouping_key__100018", "agg_user_sum__add_aggregate__100001")
-
-
-def _writer(spark: Any, rec: dict[str, Any], folder: Path, location: str) -> Any:
-    sink = rec["sink_after"]
-    program = (
-        build(spark, rec, "after", folder)
-        .writeStream.format(sink["format"])
-        .outputMode(sink["output_mode"])
-        .option("checkpointLocation", location)
-    )
-    if sink["path_key"]:
-        program = program.option("path", str(folder / sink["path_key"]))
-    return program
 
 
 @pytest.mark.parametrize("case_id", REFUSED)
@@ -59,12 +46,12 @@ def test_a_slim_copy_is_judged_for_the_writer_naming_its_origin(
     slim_copy(slim, again)
     assert read_checkpoint(again).copied_from == str(original)
     on_original = pytest_opid.check_restore(
-        str(original), _writer(spark, rec, folder, str(original))
+        str(original), writer_after(spark, rec, folder, str(original))
     )
     assert not on_original.restorable
     for judged in (slim, again):
         for named in (str(original), f"file://{original}/"):
-            check = pytest_opid.check_restore(str(judged), _writer(spark, rec, folder, named))
+            check = pytest_opid.check_restore(str(judged), writer_after(spark, rec, folder, named))
             assert not check.restorable, (named, check.to_dict())
             assert [p.kind for p in check.problems] == [p.kind for p in on_original.problems]
             assert not [w for w in check.warnings if w.kind == "checkpoint"], check.warnings
@@ -78,7 +65,7 @@ def test_a_writer_naming_another_location_never_passes_unjudged_state(
     folder = extract(rec, tmp_path)
     judged = folder / "checkpoint"
     elsewhere = tmp_path / "elsewhere" / "q"
-    check = pytest_opid.check_restore(str(judged), _writer(spark, rec, folder, str(elsewhere)))
+    check = pytest_opid.check_restore(str(judged), writer_after(spark, rec, folder, str(elsewhere)))
     assert check.restorable and check.safe is not True, check.to_dict()
     (line,) = [w.message for w in check.warnings if w.kind == "checkpoint"]
     assert "\n" not in line and str(elsewhere) in line and str(judged) in line
@@ -88,7 +75,7 @@ def test_a_writer_naming_another_location_never_passes_unjudged_state(
     # the same writer on a location that holds another checkpoint: not judged, never safe
     slim_copy(judged, elsewhere)
     (elsewhere / "_opid_slim.json").unlink()
-    held = pytest_opid.check_restore(str(judged), _writer(spark, rec, folder, str(elsewhere)))
+    held = pytest_opid.check_restore(str(judged), writer_after(spark, rec, folder, str(elsewhere)))
     assert held.safe is not True and any(
         "already holds a checkpoint" in u.message for u in held.unverified
     ), held.to_dict()
